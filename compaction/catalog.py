@@ -1,0 +1,184 @@
+"""Catalog configuration, one source for both engines.
+
+Configuration follows pyiceberg's own conventions: ``.pyiceberg.yaml`` (``$PYICEBERG_HOME``, ``~``, cwd) and
+``PYICEBERG_CATALOG__<NAME>__<KEY>`` environment variables, e.g.::
+
+    catalog:
+      prod:
+        type: sql
+        uri: postgresql+psycopg2://compactor@db:5432/iceberg
+        warehouse: file:///data/warehouse
+        password: ...            # or PYICEBERG_CATALOG__PROD__PASSWORD
+
+The same properties produce the pyiceberg ``SqlCatalog`` (metadata-only work in Airflow) and the Spark
+``SparkCatalog`` conf (``type=jdbc``) used inside spark-submit. Both sides use the same catalog name, because
+Iceberg's JDBC catalog and pyiceberg's SQL catalog key every row by it. Secrets (the database password) are
+kept apart from the rest of the Spark conf so that callers can ship them in a private properties file instead
+of argv (see :meth:`CatalogConfig.spark_secret_conf`).
+
+When no catalog is configured, the embedded default is a SQLite catalog plus a local warehouse under
+``$ICECOMPACT_HOME`` (single writer; see DESIGN.md §4 on SQLite and concurrent commits).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from compaction import settings
+from compaction.core.errors import CatalogError, ConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+EMBEDDED_CATALOG_NAME = "icecompact"
+CATALOG_ENV = "ICECOMPACT_CATALOG"
+CATALOG_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+SECRET_KEYS = frozenset({"password", "jdbc.password", "credential", "token", "s3.secret-access-key"})
+SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+
+
+def validate_catalog_name(name: str) -> str:
+    if not CATALOG_NAME_PATTERN.match(name or ""):
+        raise ConfigError(
+            f"invalid catalog name {name!r}: use letters, digits and underscores, starting with a letter"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """A named catalog and its pyiceberg-style properties."""
+
+    name: str
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_catalog_name(self.name)
+
+    # Construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def embedded(cls, home: Path | None = None) -> CatalogConfig:
+        root = home or settings.home()
+        warehouse = root / "warehouse"
+        warehouse.mkdir(parents=True, exist_ok=True)
+        return cls(
+            EMBEDDED_CATALOG_NAME,
+            {"type": "sql", "uri": f"sqlite:///{root / 'catalog.db'}", "warehouse": warehouse.as_uri()},
+        )
+
+    @classmethod
+    def sqlite(cls, name: str, db_path: Path, warehouse: Path) -> CatalogConfig:
+        warehouse.mkdir(parents=True, exist_ok=True)
+        return cls(name, {"type": "sql", "uri": f"sqlite:///{db_path.resolve()}", "warehouse": warehouse.resolve().as_uri()})
+
+    @classmethod
+    def resolve(cls, name: str | None = None) -> CatalogConfig:
+        """Find a catalog by name in pyiceberg's configuration; with no name, ``$ICECOMPACT_CATALOG``, then the
+        embedded default. A name that is configured nowhere is an error (never silently the embedded one)."""
+        from pyiceberg.utils.config import Config
+
+        requested = name or os.environ.get(CATALOG_ENV)
+        if not requested or requested == EMBEDDED_CATALOG_NAME:
+            config = Config().get_catalog_config(EMBEDDED_CATALOG_NAME) if requested else None
+            if not config:
+                return cls.embedded()
+            requested = EMBEDDED_CATALOG_NAME
+        validate_catalog_name(requested)
+        config = Config().get_catalog_config(requested)
+        if not config:
+            raise CatalogError(
+                f"unknown catalog {requested!r}: define it in .pyiceberg.yaml or with "
+                f"PYICEBERG_CATALOG__{requested.upper()}__URI (known: {Config().get_known_catalogs() or 'none'})"
+            )
+        props = {str(k): str(v) for k, v in config.items() if not isinstance(v, dict)}
+        return cls(requested, props)
+
+    # pyiceberg side -------------------------------------------------------------------------------------
+    @property
+    def catalog_type(self) -> str:
+        return self.properties.get("type", "sql" if "uri" in self.properties else "").lower()
+
+    def load(self) -> Catalog:
+        """Return the pyiceberg catalog (errors wrapped as CatalogError)."""
+        if self.catalog_type != "sql":
+            raise ConfigError(f"catalog {self.name!r}: type {self.catalog_type!r} is not supported (use type: sql)")
+        try:
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            return SqlCatalog(self.name, **self._pyiceberg_properties())
+        except Exception as e:  # SQLAlchemy/driver errors enter here
+            raise CatalogError(f"cannot open catalog {self.name!r} at {self.redacted_uri()}: {e}") from e
+
+    def _pyiceberg_properties(self) -> dict[str, str]:
+        props = dict(self.properties)
+        props.pop("type", None)
+        password = props.pop("password", None)
+        user = props.pop("user", None)
+        if password is not None or user is not None:
+            from sqlalchemy.engine import make_url
+
+            url = make_url(props["uri"])
+            url = url.set(username=user or url.username, password=password or url.password)
+            props["uri"] = url.render_as_string(hide_password=False)
+        return props
+
+    # Spark side -----------------------------------------------------------------------------------------
+    def _jdbc(self) -> tuple[str, str | None, str | None]:
+        """(jdbc url, user, password) for Iceberg's JdbcCatalog."""
+        uri = self.properties.get("uri")
+        if not uri:
+            raise ConfigError(f"catalog {self.name!r}: property 'uri' is required")
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(uri)
+        except ArgumentError as e:
+            raise ConfigError(f"catalog {self.name!r}: invalid uri {self.redacted_uri()}") from e
+        backend = url.get_backend_name()
+        user = self.properties.get("user") or url.username
+        password = self.properties.get("password") or url.password
+        if backend == "sqlite":
+            if not url.database or url.database == ":memory:":
+                raise ConfigError(f"catalog {self.name!r}: an in-memory SQLite catalog cannot be shared with Spark")
+            return f"jdbc:sqlite:{Path(url.database).resolve()}", None, None
+        if backend == "postgresql":
+            host = url.host or "localhost"
+            port = f":{url.port}" if url.port else ""
+            return f"jdbc:postgresql://{host}{port}/{url.database or ''}", user, password
+        raise ConfigError(f"catalog {self.name!r}: SQL backend {backend!r} is not supported (sqlite, postgresql)")
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark conf for this catalog, without secrets."""
+        if self.catalog_type != "sql":
+            raise ConfigError(f"catalog {self.name!r}: type {self.catalog_type!r} is not supported by the Spark job")
+        jdbc_url, user, _ = self._jdbc()
+        prefix = f"spark.sql.catalog.{self.name}"
+        conf = {
+            prefix: SPARK_CATALOG_CLASS,
+            f"{prefix}.type": "jdbc",
+            f"{prefix}.uri": jdbc_url,
+            # pyiceberg's SqlCatalog writes the V1 schema (with iceberg_type); keep Java on the same layout.
+            f"{prefix}.jdbc.schema-version": "V1",
+        }
+        if "warehouse" in self.properties:
+            conf[f"{prefix}.warehouse"] = self.properties["warehouse"]
+        if user:
+            conf[f"{prefix}.jdbc.user"] = user
+        return conf
+
+    def spark_secret_conf(self) -> dict[str, str]:
+        """Only the secret part of the Spark conf (ship it in a 0600 properties file, never in argv)."""
+        _, _, password = self._jdbc()
+        return {f"spark.sql.catalog.{self.name}.jdbc.password": password} if password else {}
+
+    def redacted_uri(self) -> str:
+        uri = self.properties.get("uri", "")
+        return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", uri)
+
+    def describe(self) -> dict[str, str]:
+        return {k: ("***" if k in SECRET_KEYS else (self.redacted_uri() if k == "uri" else v)) for k, v in self.properties.items()}

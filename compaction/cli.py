@@ -1,0 +1,194 @@
+"""``icecompact`` console script: inspect, plan, demo (run and history arrive with the Spark job and ledger)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+from compaction.core.errors import CompactionError
+
+
+def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from compaction.catalog import CatalogConfig
+
+    return CatalogConfig.resolve(args.catalog)
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def partition_health_rows(state) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    rows = []
+    for p in state.partitions:
+        rows.append(
+            {
+                "partition": p.key.label(),
+                "spec_id": p.key.spec_id,
+                "data_files": p.data_file_count,
+                "data_bytes": p.data_bytes,
+                "data_records": p.data_records,
+                "position_delete_files": len(p.position_delete_files),
+                "position_delete_records": p.position_delete_records,
+                "equality_delete_files": len(p.equality_delete_files),
+                "equality_delete_records": p.equality_delete_records,
+                "deletion_vectors": len(p.deletion_vectors),
+                "deletion_vector_records": p.deletion_vector_records,
+                "equality_delete_sequence_numbers": list(p.equality_delete_sequence_numbers),
+                "min_data_sequence_number": p.min_data_sequence_number,
+                "max_data_sequence_number": p.max_data_sequence_number,
+                "delete_ratio": round(p.delete_records / p.data_records, 4) if p.data_records else 0.0,
+                "last_updated_ms": p.last_updated_ms,
+            }
+        )
+    return rows
+
+
+def format_health(state) -> str:  # type: ignore[no-untyped-def]
+    rows = partition_health_rows(state)
+    header = (
+        f"{state.identity}  format v{state.format_version}  snapshot {state.snapshot_id}  "
+        f"{len(rows)} partition(s)"
+    )
+    if not rows:
+        return header + "\n(no live files)"
+    table = render_table(
+        ["partition", "data files", "data size", "records", "pos-del files", "eq-del files", "DVs", "delete ratio"],
+        [
+            (r["partition"], r["data_files"], _fmt_bytes(r["data_bytes"]), r["data_records"],
+             r["position_delete_files"], r["equality_delete_files"], r["deletion_vectors"], f"{r['delete_ratio']:.2f}")
+            for r in rows
+        ],
+    )
+    return header + "\n" + table
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from compaction.inspect import inspect_table
+
+    state = inspect_table(_catalog(args), args.table)
+    if args.json:
+        print(json.dumps({"table": str(state.identity), "format_version": state.format_version,
+                          "snapshot_id": state.snapshot_id, "partitions": partition_health_rows(state)}, indent=2))
+    else:
+        print(format_health(state))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from compaction.core.partition_filter import parse_partition_filter
+    from compaction.core.planner import CompactionMode, plan
+    from compaction.core.policy import CompactionPolicy
+    from compaction.inspect import inspect_table
+
+    partition_filter = parse_partition_filter(args.partition) if args.partition else None
+    state = inspect_table(_catalog(args), args.table)
+    policy = CompactionPolicy.resolve(state.properties, _parse_overrides(args.set))
+    now = _dt.datetime.now(_dt.timezone.utc)
+    result = plan(state, policy, CompactionMode(args.mode), now,
+                  partition_filter=partition_filter.matches if partition_filter else None)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(format_plan(result))
+    return 0
+
+
+def format_plan(result) -> str:  # type: ignore[no-untyped-def]
+    lines = [f"plan for {result.table} at snapshot {result.base_snapshot_id} (mode {result.mode.value if hasattr(result.mode, 'value') else result.mode})"]
+    rows = [(d.partition.label(), d.kind.value.upper(), d.reason) for d in result.decisions]
+    lines.append(render_table(["partition", "decision", "reason"], rows) if rows else "(no partitions)")
+    lines.append(f"{len(result.groups)} job group(s)")
+    return "\n".join(lines)
+
+
+def _parse_overrides(pairs: Sequence[str] | None) -> dict[str, str]:
+    from compaction.core.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for pair in pairs or ():
+        if "=" not in pair:
+            raise ConfigError(f"invalid --set {pair!r}: expected KEY=VALUE")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from compaction.catalog import CatalogConfig
+    from compaction.inspect import inspect_table
+    from compaction.spark.session import build_session
+    from compaction.testing.workload import demo_table
+
+    catalog = CatalogConfig.embedded()
+    print(f"embedded catalog {catalog.name!r}: {catalog.describe()}", flush=True)
+    print("starting local Spark ...", flush=True)
+    spark = build_session([catalog])
+    try:
+        print(f"creating demo merge-on-read table {args.table} ...", flush=True)
+        demo_table(spark, catalog, args.table)
+    finally:
+        spark.stop()
+    print(format_health(inspect_table(catalog, args.table)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="icecompact", description=__doc__)
+    parser.add_argument("--catalog", help="catalog name from .pyiceberg.yaml / PYICEBERG_CATALOG__* (default: embedded)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="per-partition health from metadata only")
+    p.add_argument("table", help="NAMESPACE.TABLE")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("plan", help="decide NONE/MINOR/MAJOR per partition and group the work")
+    p.add_argument("table", help="NAMESPACE.TABLE")
+    p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
+    p.add_argument("--partition", help="partition filter, e.g. \"ts_day>=2024-01-01 and region=EU\"")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("demo", help="create the demo merge-on-read table in the embedded catalog")
+    p.add_argument("--table", default="demo.events")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except CompactionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""One exception root for the whole platform.
+
+Every error a user can see is a :class:`CompactionError` subclass with an ``exit_code`` (the CLI and the
+spark-submit entry point exit with it) and a ``retryable`` flag (the orchestrator re-plans and retries only
+retryable failures). Third-party errors are wrapped where they enter (``raise CatalogError(...) from e``).
+"""
+
+from __future__ import annotations
+
+
+class CompactionError(Exception):
+    """Root of every error raised by the compaction platform."""
+
+    exit_code: int = 1
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(CompactionError):
+    """A configuration value (catalog property, policy key, run parameter) is missing or invalid."""
+
+    exit_code = 2
+
+
+class CatalogError(CompactionError):
+    """The catalog cannot be reached, or the namespace/table does not exist."""
+
+    exit_code = 3
+
+
+class PlanningError(CompactionError):
+    """The planner cannot produce a plan (bad partition filter, inconsistent state)."""
+
+    exit_code = 4
+
+
+class UnsupportedTableError(CompactionError):
+    """The table cannot be compacted by this platform (format v1, unsupported delete layout, ...)."""
+
+    exit_code = 5
+
+
+class StalePlanError(CompactionError):
+    """The table changed since the plan was made in a way that invalidates it; re-plan and retry."""
+
+    exit_code = 6
+    retryable = True
+
+
+class CommitConflictError(CompactionError):
+    """A concurrent writer conflicted with our commit (Iceberg ValidationException or our own checks)."""
+
+    exit_code = 7
+    retryable = True
+
+
+class RewriteJobError(CompactionError):
+    """The Spark job failed before committing (JVM crash, executor loss, killed process)."""
+
+    exit_code = 8
+
+
+class CommitValidationError(CompactionError):
+    """The post-commit invariant check found a difference between the compaction snapshot and its parent."""
+
+    exit_code = 9

@@ -1,0 +1,111 @@
+"""A throwaway PostgreSQL cluster for tests and benchmarks (initdb + pg_ctl on 127.0.0.1, temp folder)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from compaction.core.errors import ConfigError
+
+
+def _pg_bin() -> Path:
+    explicit = os.environ.get("ICECOMPACT_PG_BIN")
+    candidates = [explicit] if explicit else sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for c in candidates:
+        if c and (Path(c) / "initdb").exists():
+            return Path(c)
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    raise ConfigError("PostgreSQL server binaries not found: apt-get install postgresql (or set ICECOMPACT_PG_BIN)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PostgresCluster:
+    root: Path
+    port: int
+    user: str = "icecompact"
+    password: str = "icecompact-test"
+
+    def sqlalchemy_uri(self, database: str) -> str:
+        return f"postgresql+psycopg2://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str | None = None) -> str:
+        name = name or f"cat_{uuid.uuid4().hex[:10]}"
+        self._psql(f'CREATE DATABASE "{name}"')
+        return name
+
+    def _psql(self, sql: str) -> None:
+        env = {**os.environ, "PGPASSWORD": self.password}
+        subprocess.run(
+            [str(_pg_bin() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", "postgres",
+             "-v", "ON_ERROR_STOP=1", "-q", "-c", sql],
+            check=True, env=env, capture_output=True,
+        )
+
+    def stop(self) -> None:
+        subprocess.run([str(_pg_bin() / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_cluster() -> PostgresCluster:
+    """Start a private cluster on 127.0.0.1 and a free port; the caller must call ``stop()``.
+
+    initdb refuses to run as root, so under root the cluster runs as the ``postgres`` system user."""
+    bindir = _pg_bin()
+    root = Path(tempfile.mkdtemp(prefix="icecompact-pg-"))
+    port = _free_port()
+    cluster = PostgresCluster(root, port)
+    pwfile = root / "pw"
+    pwfile.write_text(cluster.password)
+    data = root / "data"
+    run_as: list[str] = []
+    if os.geteuid() == 0:
+        # initdb refuses to run as root; hand the folder to the postgres system user.
+        shutil.chown(root, "postgres", "postgres")
+        shutil.chown(pwfile, "postgres", "postgres")
+        run_as = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*run_as, str(bindir / "initdb"), "-D", str(data), "-U", cluster.user, f"--pwfile={pwfile}",
+         "-A", "scram-sha-256", "-E", "UTF8", "--no-sync"],
+        check=True, capture_output=True,
+    )
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
+    subprocess.run(
+        [*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"],
+        check=True, capture_output=True,
+    )
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.1)
+    if run_as:
+        cluster.stop = _stop_as_postgres(cluster)  # type: ignore[method-assign]
+    return cluster
+
+
+def _stop_as_postgres(cluster: PostgresCluster):  # type: ignore[no-untyped-def]
+    def stop() -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", str(_pg_bin() / "pg_ctl"), "-D", str(cluster.root / "data"),
+                        "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(cluster.root, ignore_errors=True)
+
+    return stop

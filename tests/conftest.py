@@ -1,0 +1,76 @@
+"""Session-wide real components: one SparkSession, a throwaway PostgreSQL cluster, per-test SQLite catalogs."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+# Isolate every test run from the user's own configuration before anything imports pyiceberg/airflow.
+_RUN_HOME = Path(tempfile.mkdtemp(prefix="icecompact-tests-"))
+os.environ["ICECOMPACT_HOME"] = str(_RUN_HOME / "home")
+os.environ["PYICEBERG_HOME"] = str(_RUN_HOME / "pyiceberg")
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+for _key in [k for k in os.environ if k.upper().startswith("PYICEBERG_CATALOG__")]:
+    del os.environ[_key]
+
+import pytest  # noqa: E402
+
+from compaction.catalog import CatalogConfig  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def run_home() -> Path:
+    return _RUN_HOME
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """The one SparkSession of the test session. Catalogs are registered on it per test."""
+    from compaction.spark.session import SparkSettings, build_session
+
+    session = build_session([], SparkSettings(master="local[2]", app_name="icecompact-tests"))
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def sqlite_catalog(tmp_path: Path, spark) -> CatalogConfig:  # type: ignore[no-untyped-def]
+    """A fresh SQLite catalog (own database and warehouse) registered in pyiceberg and in Spark."""
+    from compaction.spark.session import register_catalog
+
+    name = f"sq_{uuid.uuid4().hex[:8]}"
+    catalog = CatalogConfig.sqlite(name, tmp_path / "catalog.db", tmp_path / "warehouse")
+    register_catalog(spark, catalog)
+    return catalog
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[object]:
+    from compaction.testing.postgres import start_cluster
+
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture()
+def postgres_catalog(tmp_path: Path, spark, postgres_cluster) -> CatalogConfig:  # type: ignore[no-untyped-def]
+    """A fresh PostgreSQL catalog (own database, local warehouse) registered in pyiceberg and in Spark."""
+    from compaction.spark.session import register_catalog
+
+    database = postgres_cluster.create_database()
+    name = f"pg_{uuid.uuid4().hex[:8]}"
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    catalog = CatalogConfig(name, {"type": "sql", "uri": postgres_cluster.sqlalchemy_uri(database),
+                                   "warehouse": warehouse.as_uri()})
+    register_catalog(spark, catalog)
+    return catalog
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_catalog(request) -> CatalogConfig:  # type: ignore[no-untyped-def]
+    return request.getfixturevalue(f"{request.param}_catalog")
