@@ -1,0 +1,579 @@
+"""The planner: per-partition decisions (Amoro-style evaluator) and cost-balanced task planning.
+
+Pure functions over :mod:`compaction.core.model` values; no I/O, no clock (``now`` is an argument), and every
+iteration is over sorted data so the plan does not depend on the order of partitions or files in the input.
+
+Decisions (:func:`evaluate_partition`)
+--------------------------------------
+Iceberg application rules (spec, "Scan Planning") are used to relate deletes to data files: an equality delete
+with data sequence number ``S`` may apply to every data file of the partition with data sequence ``< S``; a
+position delete / DV with sequence ``S`` applies to data files with sequence ``<= S`` and, when it names its data
+file (``referenced_data_file``), only to that file.
+
+* A delete file is *settled* when it is a DV or a file-scoped position delete that is the only position delete /
+  DV applying to its live data file: that is the form a MINOR produces, so settled files never trigger MINOR.
+  Every other delete file is *mergeable* (equality deletes, partition-scoped position deletes, several position
+  deletes for one data file, dangling deletes).
+* ``delete ratio`` = deleted records (all delete files) / data records (``0`` for a partition without data rows).
+* A *small* file is a data file strictly smaller than ``policy.small_file_threshold_bytes``.
+
+Mode ``auto`` applies, in order (first match wins):
+
+1. delete ratio >= ``major_delete_ratio``                         -> MAJOR
+2. small files >= ``major_small_file_count``                      -> MAJOR
+3. any equality delete file (if ``minor_on_equality_deletes``)    -> MINOR
+4. mergeable delete files >= ``minor_delete_file_count``          -> MINOR
+5. some data file has > ``minor_max_position_deletes_per_file`` position deletes / DVs -> MINOR
+6. otherwise NONE, with the reason listing why each rule did not fire.
+
+Every rule is monotone in the delete files, so adding delete files never lowers a decision
+(NONE < MINOR < MAJOR). Mode ``major`` gives MAJOR to every partition with any delete file or >= 2 small files;
+mode ``minor`` gives MINOR to every partition with at least one mergeable delete file; other partitions get NONE.
+
+Task planning (:func:`plan_tasks`, after the seed design of Amoro/Arctic)
+-------------------------------------------------------------------------
+* Files of a MAJOR task: every data file some delete may apply to, plus every small data file (large data files
+  no delete applies to are left alone), and all delete files of the partition. Cost = those data bytes + delete
+  bytes. Files of a MINOR task: the data files an equality delete may apply to (they are read to convert
+  equality deletes into position deletes) and all delete files. Cost = those data bytes + delete bytes. A DV's
+  delete bytes are its blob length when known (several DVs may share one Puffin file).
+* Run caps: candidates (decision != NONE) are ranked MAJOR before MINOR, then by delete ratio (desc), cost (desc),
+  partition sort key. Walking that ranking, a partition is taken if fewer than ``max_partitions_per_run`` are
+  taken and the taken cost plus its cost stays <= ``max_bytes_per_run``; otherwise it is *deferred* with the
+  reason (a too-big partition does not stop smaller, lower-ranked partitions from being taken). The byte cap
+  counts each partition's cost once (before any split). Deferred partitions are listed in ranking order.
+* Split: ``average = total cost of taken partitions / (parallelism * parallel_multiple)``. A MAJOR partition
+  whose cost > average, with >= 2 data files to rewrite and data bytes / delete bytes >= ``weight_ratio``
+  (infinite without deletes), is split into ``n`` pieces by whole data files (largest file first into the lightest
+  piece), ``n`` being the largest number <= ``min(#data files, ceil(cost / average), data bytes // target file
+  size)`` for which every piece gets >= ``target_file_size_bytes`` of data (so a split never leaves a small file
+  to be rewritten on its own, and adds at most one partial output file per target size of data); no such
+  ``n >= 2`` means no split. Every piece carries all delete files of the partition and costs its data bytes + all
+  delete bytes. MINOR partitions are never split.
+* Group: all pieces of one partition always stay in one group (they share the delete files, and the partition
+  can be committed - and its deletes dropped - only once every piece is written), so no file path appears in two
+  groups. Partitions are placed largest first (cost desc, then sort key). With ``k = min(parallelism *
+  parallel_multiple, #partitions)`` and capacity ``C = max(largest partition cost, ceil(total cost / k))`` (a
+  lower bound of the best achievable largest-group cost), a partition joins the lightest already-open group that
+  stays <= C (this keeps a table's partitions together in as few groups as balance allows); if none fits it opens
+  a new group while fewer than ``k`` are open; otherwise it joins the lightest group (ties: lowest group id).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from compaction.core.errors import ConfigError, PlanningError, UnsupportedTableError
+from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey, PartitionState, TableState
+from compaction.core.partition_filter import PartitionFilter
+from compaction.core.plan import (
+    CompactionKind,
+    CompactionMode,
+    CompactionPlan,
+    CompactionTask,
+    DeferredPartition,
+    JobGroup,
+    PartitionDecision,
+)
+from compaction.core.policy import ENABLED, CompactionPolicy
+
+__all__ = [
+    "CompactionKind",
+    "CompactionMode",
+    "PartitionDecision",
+    "SUPPORTED_FORMAT_VERSIONS",
+    "TaskPlan",
+    "evaluate_partition",
+    "plan_tasks",
+    "plan",
+    "partition_order_key",
+]
+
+SUPPORTED_FORMAT_VERSIONS = (2, 3)
+DISABLED_BY_TABLE_PROPERTY = "compaction disabled by table property"
+DISABLED_BY_RUN_PARAMETER = "compaction disabled by run parameter"
+DISABLED_BY_POLICY = "compaction disabled by policy"
+
+_POSITIONAL = (DeleteContent.POSITION, DeleteContent.DELETION_VECTOR)
+
+
+def partition_order_key(key: PartitionKey) -> tuple[object, ...]:
+    """Total, deterministic order of partition keys (``PartitionKey.sort_key`` plus transforms/sources)."""
+    return (key.sort_key(), tuple((f.transform, f.source_column) for f in key.fields))
+
+
+def _check_format_version(format_version: int) -> None:
+    if format_version == 1:
+        raise UnsupportedTableError("format v1 table has no delete files; merge-on-read compaction needs v2+")
+    if format_version not in SUPPORTED_FORMAT_VERSIONS:
+        raise UnsupportedTableError(f"unsupported table format version {format_version!r} (supported: 2, 3)")
+
+
+def _coerce_mode(mode: CompactionMode | str) -> CompactionMode:
+    try:
+        return CompactionMode(mode)
+    except ValueError:
+        raise ConfigError(f"invalid compaction mode {mode!r}: expected one of auto, minor, major") from None
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _delete_read_bytes(d: DeleteFileInfo) -> int:
+    if d.content is DeleteContent.DELETION_VECTOR and d.content_size_bytes is not None:
+        return d.content_size_bytes
+    return d.size_bytes
+
+
+def _delete_sort_key(d: DeleteFileInfo) -> tuple[object, ...]:
+    return (d.path, -1 if d.content_offset is None else d.content_offset, d.content.value, d.data_sequence_number)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Per-partition analysis
+
+
+def _applies_positional(d: DeleteFileInfo, f: DataFileInfo) -> bool:
+    return f.data_sequence_number <= d.data_sequence_number and (
+        d.referenced_data_file is None or d.referenced_data_file == f.path
+    )
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    state: PartitionState
+    data_files: tuple[DataFileInfo, ...]  # sorted by path
+    delete_files: tuple[DeleteFileInfo, ...]  # sorted
+    small_files: tuple[DataFileInfo, ...]
+    delete_ratio: float
+    mergeable: int
+    dangling: int
+    max_positional_per_file: int
+    major_files: tuple[DataFileInfo, ...]  # data files a MAJOR rewrites
+    minor_files: tuple[DataFileInfo, ...]  # data files a MINOR reads (equality-delete conversion)
+    delete_bytes: int
+
+    @property
+    def key(self) -> PartitionKey:
+        return self.state.key
+
+    def data_files_for(self, kind: CompactionKind) -> tuple[DataFileInfo, ...]:
+        if kind is CompactionKind.MAJOR:
+            return self.major_files
+        if kind is CompactionKind.MINOR:
+            return self.minor_files
+        return ()
+
+    def cost(self, kind: CompactionKind) -> int:
+        if kind is CompactionKind.NONE:
+            return 0
+        return sum(f.size_bytes for f in self.data_files_for(kind)) + self.delete_bytes
+
+
+def _analyze(state: PartitionState, policy: CompactionPolicy) -> _Analysis:
+    data = tuple(sorted(state.data_files, key=lambda f: (f.path, f.data_sequence_number, f.size_bytes)))
+    deletes = tuple(sorted(state.delete_files, key=_delete_sort_key))
+    live = {f.path: f for f in data}
+    positional = [d for d in deletes if d.content in _POSITIONAL]
+    equality = [d for d in deletes if d.content is DeleteContent.EQUALITY]
+
+    applying: dict[str, int] = {f.path: 0 for f in data}
+    for d in positional:
+        if d.referenced_data_file is not None:
+            f = live.get(d.referenced_data_file)
+            if f is not None and _applies_positional(d, f):
+                applying[f.path] += 1
+        else:
+            for f in data:
+                if _applies_positional(d, f):
+                    applying[f.path] += 1
+
+    settled = 0
+    dangling = 0
+    for d in positional:
+        if d.referenced_data_file is not None:
+            f = live.get(d.referenced_data_file)
+            if f is None or not _applies_positional(d, f):
+                dangling += 1
+            elif applying[f.path] == 1:
+                settled += 1
+        elif not any(_applies_positional(d, f) for f in data):
+            dangling += 1
+    if not state.key.is_unpartitioned:  # unpartitioned equality deletes may apply to other specs' partitions
+        for d in equality:
+            if not any(f.data_sequence_number < d.data_sequence_number for f in data):
+                dangling += 1
+
+    max_eq_seq = max((d.data_sequence_number for d in equality), default=None)
+    touched_by_eq = {f.path for f in data if max_eq_seq is not None and f.data_sequence_number < max_eq_seq}
+    small = tuple(f for f in data if f.size_bytes < policy.small_file_threshold_bytes)
+    small_paths = {f.path for f in small}
+    major_files = tuple(f for f in data if applying[f.path] > 0 or f.path in touched_by_eq or f.path in small_paths)
+    minor_files = tuple(f for f in data if f.path in touched_by_eq)
+
+    data_records = state.data_records
+    delete_records = state.delete_records
+    ratio = delete_records / data_records if data_records > 0 else 0.0
+    return _Analysis(
+        state=state,
+        data_files=data,
+        delete_files=deletes,
+        small_files=small,
+        delete_ratio=ratio,
+        mergeable=len(deletes) - settled,
+        dangling=dangling,
+        max_positional_per_file=max(applying.values(), default=0),
+        major_files=major_files,
+        minor_files=minor_files,
+        delete_bytes=sum(_delete_read_bytes(d) for d in deletes),
+    )
+
+
+def _metrics(a: _Analysis, kind: CompactionKind) -> dict[str, int | float]:
+    s = a.state
+    m: dict[str, int | float] = {
+        "data_files": len(a.data_files),
+        "data_bytes": s.data_bytes,
+        "data_records": s.data_records,
+        "delete_files": len(a.delete_files),
+        "delete_bytes": a.delete_bytes,
+        "delete_records": s.delete_records,
+        "position_delete_files": len(s.position_delete_files),
+        "position_delete_records": s.position_delete_records,
+        "equality_delete_files": len(s.equality_delete_files),
+        "equality_delete_records": s.equality_delete_records,
+        "deletion_vectors": len(s.deletion_vectors),
+        "deletion_vector_records": s.deletion_vector_records,
+        "mergeable_delete_files": a.mergeable,
+        "dangling_delete_files": a.dangling,
+        "max_position_deletes_per_data_file": a.max_positional_per_file,
+        "small_files": len(a.small_files),
+        "delete_ratio": a.delete_ratio,
+        "estimated_cost_bytes": a.cost(kind),
+        "task_data_files": len(a.data_files_for(kind)),
+    }
+    data_bytes = sum(f.size_bytes for f in a.data_files_for(kind))
+    if kind is not CompactionKind.NONE and a.delete_bytes > 0:
+        m["data_delete_weight_ratio"] = data_bytes / a.delete_bytes
+    return m
+
+
+def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode) -> tuple[CompactionKind, str]:
+    n_deletes = len(a.delete_files)
+    n_small = len(a.small_files)
+    n_eq = len(a.state.equality_delete_files)
+    if mode is CompactionMode.MAJOR:
+        if n_deletes > 0 or n_small >= 2:
+            return CompactionKind.MAJOR, f"mode=major: {n_deletes} delete files, {n_small} small files -> MAJOR"
+        return CompactionKind.NONE, f"mode=major: nothing to rewrite ({n_deletes} delete files, {n_small} small files)"
+    if mode is CompactionMode.MINOR:
+        if a.mergeable > 0:
+            return CompactionKind.MINOR, f"mode=minor: {a.mergeable} mergeable delete files -> MINOR"
+        if n_deletes:
+            return CompactionKind.NONE, f"mode=minor: all {n_deletes} delete files already merged (one per data file)"
+        return CompactionKind.NONE, "mode=minor: no delete files"
+
+    ratio, max_ratio = a.delete_ratio, policy.major_delete_ratio
+    if ratio >= max_ratio:
+        return CompactionKind.MAJOR, f"delete ratio {ratio:.2f} >= {max_ratio:.2f} -> MAJOR"
+    if n_small >= policy.major_small_file_count:
+        return CompactionKind.MAJOR, (
+            f"{n_small} small files (< {_fmt_bytes(policy.small_file_threshold_bytes)}) >= "
+            f"{policy.major_small_file_count} -> MAJOR"
+        )
+    if policy.minor_on_equality_deletes and n_eq > 0:
+        return CompactionKind.MINOR, f"{n_eq} equality delete files present -> MINOR"
+    if a.mergeable >= policy.minor_delete_file_count:
+        return CompactionKind.MINOR, f"{a.mergeable} mergeable delete files >= {policy.minor_delete_file_count} -> MINOR"
+    limit = policy.minor_max_position_deletes_per_file
+    if a.max_positional_per_file > limit:
+        return CompactionKind.MINOR, f"a data file has {a.max_positional_per_file} position delete files > {limit} -> MINOR"
+    eq_part = (
+        f"{n_eq} equality delete files (trigger off)" if n_eq and not policy.minor_on_equality_deletes else "no equality deletes"
+    )
+    return CompactionKind.NONE, (
+        f"no rule matched: delete ratio {ratio:.2f} < {max_ratio:.2f}; {n_small} small files < "
+        f"{policy.major_small_file_count}; {eq_part}; {a.mergeable} mergeable delete files < "
+        f"{policy.minor_delete_file_count}; at most {a.max_positional_per_file} position delete files per data file"
+    )
+
+
+def evaluate_partition(
+    state: PartitionState,
+    policy: CompactionPolicy,
+    mode: CompactionMode | str,
+    format_version: int,
+) -> PartitionDecision:
+    """Decide NONE / MINOR / MAJOR for one partition (rules in the module docstring). No I/O."""
+    _check_format_version(format_version)
+    mode = _coerce_mode(mode)
+    a = _analyze(state, policy)
+    if not policy.enabled:
+        return PartitionDecision(state.key, CompactionKind.NONE, DISABLED_BY_POLICY, _metrics(a, CompactionKind.NONE))
+    kind, reason = _decide(a, policy, mode)
+    return PartitionDecision(state.key, kind, reason, _metrics(a, kind))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Task planning
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Result of :func:`plan_tasks`: the job groups and the partitions deferred by the run caps."""
+
+    groups: tuple[JobGroup, ...]
+    deferred: tuple[DeferredPartition, ...]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    analysis: _Analysis
+    decision: PartitionDecision
+
+    @property
+    def key(self) -> PartitionKey:
+        return self.decision.partition
+
+    @property
+    def kind(self) -> CompactionKind:
+        return self.decision.kind
+
+    @property
+    def cost(self) -> int:
+        return self.analysis.cost(self.kind)
+
+    def priority(self) -> tuple[object, ...]:
+        return (-self.kind.rank, -self.analysis.delete_ratio, -self.cost, partition_order_key(self.key))
+
+
+def _select(cands: Sequence[_Candidate], policy: CompactionPolicy) -> tuple[list[_Candidate], list[DeferredPartition]]:
+    taken: list[_Candidate] = []
+    deferred: list[DeferredPartition] = []
+    used = 0
+    for c in sorted(cands, key=lambda c: c.priority()):
+        if len(taken) >= policy.max_partitions_per_run:
+            reason = f"max partitions per run ({policy.max_partitions_per_run}) reached"
+        elif used + c.cost > policy.max_bytes_per_run:
+            reason = (
+                f"estimated cost {c.cost} bytes ({_fmt_bytes(c.cost)}) would exceed max bytes per run "
+                f"{policy.max_bytes_per_run} ({_fmt_bytes(policy.max_bytes_per_run)}); {used} bytes already taken"
+            )
+        else:
+            taken.append(c)
+            used += c.cost
+            continue
+        deferred.append(DeferredPartition(c.key, c.kind, c.cost, reason))
+    return taken, deferred
+
+
+def _task_id(key: PartitionKey, kind: CompactionKind, index: int, count: int) -> str:
+    return f"{kind.value}:{key.label()}:{index + 1}/{count}"
+
+
+def _split_files(files: Sequence[DataFileInfo], pieces: int) -> list[list[DataFileInfo]]:
+    """Largest file first into the lightest piece (ties: lowest index); whole files only."""
+    bins: list[list[DataFileInfo]] = [[] for _ in range(pieces)]
+    loads = [0] * pieces
+    for f in sorted(files, key=lambda f: (-f.size_bytes, f.path)):
+        i = min(range(pieces), key=lambda j: (loads[j], j))
+        bins[i].append(f)
+        loads[i] += f.size_bytes
+    return [sorted(b, key=lambda f: f.path) for b in bins if b]
+
+
+def _tasks_for(c: _Candidate, average: float, policy: CompactionPolicy) -> list[CompactionTask]:
+    a = c.analysis
+    files = a.data_files_for(c.kind)
+    delete_paths = tuple(sorted({d.path for d in a.delete_files}))
+    data_bytes = sum(f.size_bytes for f in files)
+    weight = data_bytes / a.delete_bytes if a.delete_bytes > 0 else math.inf
+    split: list[list[DataFileInfo]] = []
+    if c.kind is CompactionKind.MAJOR and len(files) >= 2 and c.cost > average and weight >= policy.weight_ratio:
+        most = min(len(files), math.ceil(c.cost / average), data_bytes // policy.target_file_size_bytes)
+        for pieces in range(most, 1, -1):
+            candidate = _split_files(files, pieces)
+            if min(sum(f.size_bytes for f in b) for b in candidate) >= policy.target_file_size_bytes:
+                split = candidate
+                break
+    if not split:
+        return [
+            CompactionTask(
+                task_id=_task_id(c.key, c.kind, 0, 1),
+                partition=c.key,
+                kind=c.kind,
+                data_files=tuple(f.path for f in files),
+                delete_files=delete_paths,
+                estimated_cost_bytes=c.cost,
+            )
+        ]
+    return [
+        CompactionTask(
+            task_id=_task_id(c.key, c.kind, i, len(split)),
+            partition=c.key,
+            kind=c.kind,
+            data_files=tuple(f.path for f in part),
+            delete_files=delete_paths,
+            estimated_cost_bytes=sum(f.size_bytes for f in part) + a.delete_bytes,
+            piece_index=i,
+            piece_count=len(split),
+        )
+        for i, part in enumerate(split)
+    ]
+
+
+def _pack(units: Sequence[tuple[PartitionKey, list[CompactionTask]]], max_groups: int) -> tuple[JobGroup, ...]:
+    if not units:
+        return ()
+
+    def unit_cost(u: tuple[PartitionKey, list[CompactionTask]]) -> int:
+        return sum(t.estimated_cost_bytes for t in u[1])
+
+    ordered = sorted(units, key=lambda u: (-unit_cost(u), partition_order_key(u[0])))
+    k = min(max_groups, len(ordered))
+    total = sum(unit_cost(u) for u in ordered)
+    capacity = max(unit_cost(ordered[0]), -(-total // k))
+    members: list[list[tuple[PartitionKey, list[CompactionTask]]]] = []
+    loads: list[int] = []
+    for u in ordered:
+        cost = unit_cost(u)
+        fitting = [i for i in range(len(members)) if loads[i] + cost <= capacity]
+        if fitting:
+            i = min(fitting, key=lambda j: (loads[j], j))
+        elif len(members) < k:
+            members.append([])
+            loads.append(0)
+            i = len(members) - 1
+        else:
+            i = min(range(len(members)), key=lambda j: (loads[j], j))
+        members[i].append(u)
+        loads[i] += cost
+    groups = []
+    for gid, member in enumerate(members):
+        tasks = [t for _, ts in sorted(member, key=lambda u: partition_order_key(u[0])) for t in ts]
+        groups.append(JobGroup(gid, tuple(tasks)))
+    return tuple(groups)
+
+
+def _plan_candidates(cands: Sequence[_Candidate], policy: CompactionPolicy) -> TaskPlan:
+    taken, deferred = _select(cands, policy)
+    total = sum(c.cost for c in taken)
+    average = total / policy.max_groups
+    units = [(c.key, _tasks_for(c, average, policy)) for c in sorted(taken, key=lambda c: partition_order_key(c.key))]
+    return TaskPlan(_pack(units, policy.max_groups), tuple(deferred))
+
+
+def plan_tasks(
+    partitions: Iterable[tuple[PartitionState, PartitionDecision]],
+    policy: CompactionPolicy,
+) -> TaskPlan:
+    """Turn decisions into job groups: run caps, split of heavy MAJOR partitions, bin-packing (module docstring).
+
+    ``partitions`` pairs each partition's state with its decision; NONE decisions are ignored.
+    """
+    cands = []
+    seen: set[PartitionKey] = set()
+    for state, decision in partitions:
+        if state.key != decision.partition:
+            raise PlanningError(f"decision for {decision.partition.label()} paired with state of {state.key.label()}")
+        if state.key in seen:
+            raise PlanningError(f"partition {state.key.label()} appears twice")
+        seen.add(state.key)
+        if decision.kind is not CompactionKind.NONE:
+            cands.append(_Candidate(_analyze(state, policy), decision))
+    return _plan_candidates(cands, policy)
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _validate_state(table: TableState) -> None:
+    keys: set[PartitionKey] = set()
+    data_paths: dict[str, PartitionKey] = {}
+    delete_refs: dict[tuple[str, int | None], PartitionKey] = {}
+    for p in table.partitions:
+        if p.key in keys:
+            raise PlanningError(f"inconsistent table state: partition {p.key.label()} appears twice")
+        keys.add(p.key)
+        for f in p.data_files:
+            if f.path in data_paths:
+                raise PlanningError(f"inconsistent table state: data file {f.path} listed twice")
+            data_paths[f.path] = p.key
+        for d in p.delete_files:
+            ref = (d.path, d.content_offset)
+            if ref in delete_refs:
+                raise PlanningError(f"inconsistent table state: delete file {d.path} listed twice")
+            delete_refs[ref] = p.key
+
+
+def plan(
+    table_state: TableState,
+    policy: CompactionPolicy | None,
+    mode: CompactionMode | str,
+    now: _dt.datetime,
+    partition_filter: Callable[[PartitionKey], bool] | None = None,
+    *,
+    plan_id: str | None = None,
+) -> CompactionPlan:
+    """Plan a compaction run of one table.
+
+    ``policy`` should be ``CompactionPolicy.resolve(table_state.properties, run_params)`` and is authoritative
+    (``None`` resolves it from the table properties alone). ``now`` is recorded as ``created_at``. Partitions
+    rejected by ``partition_filter`` get no decision. ``plan_id`` defaults to the content hash.
+
+    Raises :class:`UnsupportedTableError` for format v1 (or unknown versions), :class:`ConfigError` for a bad
+    mode, :class:`PlanningError` for an inconsistent state (duplicate partitions or files).
+    """
+    _check_format_version(table_state.format_version)
+    mode = _coerce_mode(mode)
+    if policy is None:
+        policy = CompactionPolicy.resolve(table_state.properties)
+    _validate_state(table_state)
+
+    states = sorted(table_state.partitions, key=lambda p: partition_order_key(p.key))
+    if partition_filter is not None:
+        states = [p for p in states if partition_filter(p.key)]
+
+    decisions: list[PartitionDecision] = []
+    cands: list[_Candidate] = []
+    if not policy.enabled:
+        table_says_off = str(table_state.properties.get(ENABLED, "")).strip().lower() == "false"
+        reason = DISABLED_BY_TABLE_PROPERTY if table_says_off else DISABLED_BY_RUN_PARAMETER
+        for p in states:
+            a = _analyze(p, policy)
+            decisions.append(PartitionDecision(p.key, CompactionKind.NONE, reason, _metrics(a, CompactionKind.NONE)))
+    else:
+        for p in states:
+            a = _analyze(p, policy)
+            kind, reason = _decide(a, policy, mode)
+            d = PartitionDecision(p.key, kind, reason, _metrics(a, kind))
+            decisions.append(d)
+            if kind is not CompactionKind.NONE:
+                cands.append(_Candidate(a, d))
+    tasks = _plan_candidates(cands, policy)
+
+    is_filter = isinstance(partition_filter, PartitionFilter)
+    result = CompactionPlan(
+        plan_id=plan_id or "",
+        created_at=now,
+        table=table_state.identity,
+        base_snapshot_id=table_state.snapshot_id,
+        base_sequence_number=table_state.sequence_number,
+        format_version=table_state.format_version,
+        mode=mode,
+        policy=policy,
+        decisions=tuple(decisions),
+        groups=tasks.groups,
+        deferred=tasks.deferred,
+        partition_filter=partition_filter if isinstance(partition_filter, PartitionFilter) else None,
+        custom_partition_filter=partition_filter is not None and not is_filter,
+    )
+    return result if plan_id else result.with_content_id()

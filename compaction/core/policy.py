@@ -1,0 +1,386 @@
+"""Compaction policy: the thresholds the planner applies, and how they are resolved.
+
+Every knob has a kebab-case table-property key under ``compaction.`` (module constant) and a ``_DEFAULT`` twin,
+pyiceberg style. Precedence, lowest to highest::
+
+    code default  <  table property  <  run parameter (``overrides``)
+
+The one exception to "our own key only" is the target file size: when ``compaction.target-file-size-bytes`` is
+not set, Iceberg's own ``write.target-file-size-bytes`` table property is used before the code default, so a
+compaction writes files of the size the table's writers aim for. The small-file threshold
+(``compaction.min-file-size-bytes``) defaults to 75% of the *resolved* target (Iceberg's
+``rewrite_data_files`` uses the same fraction).
+
+Run-parameter keys accept three spellings: the full table-property key (``compaction.major.delete-ratio``), the
+key without the ``compaction.`` prefix (``major.delete-ratio``) and the dataclass field name
+(``major_delete_ratio``). A run parameter whose value is ``None`` counts as "not given". Unknown table properties
+are ignored (other tools own other keys); unknown run-parameter keys are an error.
+
+Table-property values are strings (``"0.3"``, ``"true"``); run-parameter values may also be ``int``/``float``/
+``bool``. Integers must be written as plain decimal integers (``"134217728"``; an integral float such as ``5.0``
+is accepted for counts). Invalid values raise :class:`ConfigError` naming the key and the value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Callable, Mapping
+
+from compaction.core.errors import ConfigError
+
+__all__ = [
+    "CompactionPolicy",
+    "PROPERTY_PREFIX",
+    "ENABLED",
+    "ENABLED_DEFAULT",
+    "MAJOR_DELETE_RATIO",
+    "MAJOR_DELETE_RATIO_DEFAULT",
+    "MAJOR_SMALL_FILE_COUNT",
+    "MAJOR_SMALL_FILE_COUNT_DEFAULT",
+    "MINOR_DELETE_FILE_COUNT",
+    "MINOR_DELETE_FILE_COUNT_DEFAULT",
+    "MINOR_ON_EQUALITY_DELETES",
+    "MINOR_ON_EQUALITY_DELETES_DEFAULT",
+    "MINOR_MAX_POSITION_DELETES_PER_FILE",
+    "MINOR_MAX_POSITION_DELETES_PER_FILE_DEFAULT",
+    "TARGET_FILE_SIZE_BYTES",
+    "TARGET_FILE_SIZE_BYTES_DEFAULT",
+    "WRITE_TARGET_FILE_SIZE_BYTES",
+    "MIN_FILE_SIZE_BYTES",
+    "MIN_FILE_SIZE_TARGET_FRACTION",
+    "MIN_FILE_SIZE_BYTES_DEFAULT",
+    "MAX_BYTES_PER_RUN",
+    "MAX_BYTES_PER_RUN_DEFAULT",
+    "MAX_PARTITIONS_PER_RUN",
+    "MAX_PARTITIONS_PER_RUN_DEFAULT",
+    "WEIGHT_RATIO",
+    "WEIGHT_RATIO_DEFAULT",
+    "PARALLEL_MULTIPLE",
+    "PARALLEL_MULTIPLE_DEFAULT",
+    "PARALLELISM",
+    "PARALLELISM_DEFAULT",
+]
+
+PROPERTY_PREFIX = "compaction."
+
+#: Master switch. ``false`` makes the planner return a plan where every partition is NONE.
+ENABLED = "compaction.enabled"
+ENABLED_DEFAULT = True
+
+#: MAJOR when deleted records / data records of a partition >= this ratio. Range (0, 1].
+MAJOR_DELETE_RATIO = "compaction.major.delete-ratio"
+MAJOR_DELETE_RATIO_DEFAULT = 0.30
+
+#: MAJOR when a partition has at least this many small data files (see ``MIN_FILE_SIZE_BYTES``). At least 2:
+#: a threshold of 1 would re-trigger forever on the single small file a rewrite of a small partition produces.
+MAJOR_SMALL_FILE_COUNT = "compaction.major.small-file-count"
+MAJOR_SMALL_FILE_COUNT_DEFAULT = 10
+
+#: MINOR when a partition has at least this many *mergeable* delete files (every delete file except a deletion
+#: vector / file-scoped position delete file that is the only position delete of its live data file, i.e. the
+#: form a MINOR produces; counting those would re-trigger MINOR forever). At least 1.
+MINOR_DELETE_FILE_COUNT = "compaction.minor.delete-file-count"
+MINOR_DELETE_FILE_COUNT_DEFAULT = 5
+
+#: MINOR as soon as a partition has any equality delete file (they are the most expensive deletes to read).
+MINOR_ON_EQUALITY_DELETES = "compaction.minor.on-equality-deletes"
+MINOR_ON_EQUALITY_DELETES_DEFAULT = True
+
+#: MINOR when some data file has *more than* this many position delete files / DVs applying to it. At least 1.
+MINOR_MAX_POSITION_DELETES_PER_FILE = "compaction.minor.max-position-deletes-per-file"
+MINOR_MAX_POSITION_DELETES_PER_FILE_DEFAULT = 1
+
+#: Target size of the data files a MAJOR writes. Falls back to Iceberg's ``write.target-file-size-bytes``.
+TARGET_FILE_SIZE_BYTES = "compaction.target-file-size-bytes"
+TARGET_FILE_SIZE_BYTES_DEFAULT = 128 * 1024 * 1024
+WRITE_TARGET_FILE_SIZE_BYTES = "write.target-file-size-bytes"
+
+#: Data files strictly smaller than this are "small". Default: 75% of the resolved target file size.
+MIN_FILE_SIZE_BYTES = "compaction.min-file-size-bytes"
+MIN_FILE_SIZE_TARGET_FRACTION = 0.75
+MIN_FILE_SIZE_BYTES_DEFAULT = int(MIN_FILE_SIZE_TARGET_FRACTION * TARGET_FILE_SIZE_BYTES_DEFAULT)
+
+#: Upper bound of the estimated cost (bytes read + written) of all partitions compacted in one run.
+MAX_BYTES_PER_RUN = "compaction.max-bytes-per-run"
+MAX_BYTES_PER_RUN_DEFAULT = 100 * 1024 * 1024 * 1024
+
+#: Upper bound of the number of partitions compacted in one run.
+MAX_PARTITIONS_PER_RUN = "compaction.max-partitions-per-run"
+MAX_PARTITIONS_PER_RUN_DEFAULT = 1000
+
+#: A heavy MAJOR partition is split into pieces only when its data bytes / delete bytes >= this (every piece
+#: re-reads all delete files of the partition, so splitting a delete-heavy partition multiplies delete reads).
+WEIGHT_RATIO = "compaction.weight-ratio"
+WEIGHT_RATIO_DEFAULT = 2.0
+
+#: Number of groups (and the average-cost divisor) is ``parallelism * parallel_multiple``.
+PARALLEL_MULTIPLE = "compaction.parallel-multiple"
+PARALLEL_MULTIPLE_DEFAULT = 2
+
+PARALLELISM = "compaction.parallelism"
+PARALLELISM_DEFAULT = 2
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Value parsing
+
+
+def _fail(key: str, value: object, why: str) -> ConfigError:
+    return ConfigError(f"invalid value {value!r} for {key}: {why}")
+
+
+def _parse_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "true":
+            return True
+        if text == "false":
+            return False
+    raise _fail(key, value, "expected true or false")
+
+
+def _parse_int(key: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise _fail(key, value, "expected an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+        raise _fail(key, value, "expected an integer")
+    if isinstance(value, str):
+        text = value.strip()
+        body = text[1:] if text[:1] in ("+", "-") else text
+        if body and body.isascii() and body.isdigit():
+            return int(text)
+    raise _fail(key, value, "expected an integer")
+
+
+def _parse_float(key: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise _fail(key, value, "expected a number")
+    result: float
+    if isinstance(value, (int, float)):
+        result = float(value)
+    elif isinstance(value, str):
+        try:
+            result = float(value.strip())
+        except ValueError:
+            raise _fail(key, value, "expected a number") from None
+    else:
+        raise _fail(key, value, "expected a number")
+    if not math.isfinite(result):
+        raise _fail(key, value, "expected a finite number")
+    return result
+
+
+@dataclass(frozen=True)
+class _Knob:
+    field: str
+    key: str
+    parse: Callable[[str, object], object]
+    check: Callable[[object], str | None]
+
+
+def _at_least(minimum: int) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        assert isinstance(value, int)
+        return None if value >= minimum else f"must be >= {minimum}"
+
+    return check
+
+
+def _ratio_in_unit_interval(value: object) -> str | None:
+    assert isinstance(value, float)
+    return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
+
+
+def _positive_float(value: object) -> str | None:
+    assert isinstance(value, float)
+    return None if value > 0.0 else "must be > 0"
+
+
+def _no_check(value: object) -> str | None:
+    return None
+
+
+_KNOBS: tuple[_Knob, ...] = (
+    _Knob("enabled", ENABLED, _parse_bool, _no_check),
+    _Knob("major_delete_ratio", MAJOR_DELETE_RATIO, _parse_float, _ratio_in_unit_interval),
+    _Knob("major_small_file_count", MAJOR_SMALL_FILE_COUNT, _parse_int, _at_least(2)),
+    _Knob("minor_delete_file_count", MINOR_DELETE_FILE_COUNT, _parse_int, _at_least(1)),
+    _Knob("minor_on_equality_deletes", MINOR_ON_EQUALITY_DELETES, _parse_bool, _no_check),
+    _Knob("minor_max_position_deletes_per_file", MINOR_MAX_POSITION_DELETES_PER_FILE, _parse_int, _at_least(1)),
+    _Knob("target_file_size_bytes", TARGET_FILE_SIZE_BYTES, _parse_int, _at_least(1)),
+    _Knob("min_file_size_bytes", MIN_FILE_SIZE_BYTES, _parse_int, _at_least(0)),
+    _Knob("max_bytes_per_run", MAX_BYTES_PER_RUN, _parse_int, _at_least(1)),
+    _Knob("max_partitions_per_run", MAX_PARTITIONS_PER_RUN, _parse_int, _at_least(1)),
+    _Knob("weight_ratio", WEIGHT_RATIO, _parse_float, _positive_float),
+    _Knob("parallel_multiple", PARALLEL_MULTIPLE, _parse_int, _at_least(1)),
+    _Knob("parallelism", PARALLELISM, _parse_int, _at_least(1)),
+)
+_KNOB_BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
+_DERIVED_THRESHOLD = "small_file_threshold_bytes"
+_KNOB_BY_ALIAS: dict[str, _Knob] = {}
+for _k in _KNOBS:
+    _KNOB_BY_ALIAS[_k.key] = _k
+    _KNOB_BY_ALIAS[_k.key[len(PROPERTY_PREFIX) :]] = _k
+    _KNOB_BY_ALIAS[_k.field] = _k
+del _k
+
+
+def _parse_knob(knob: _Knob, key: str, value: object) -> object:
+    parsed = knob.parse(key, value)
+    problem = knob.check(parsed)
+    if problem is not None:
+        raise _fail(key, value, problem)
+    return parsed
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """Resolved thresholds. Construct directly (values are validated) or with :meth:`resolve`.
+
+    ``min_file_size_bytes=None`` means "75% of ``target_file_size_bytes``" and stays ``None`` (so
+    ``dataclasses.replace(policy, target_file_size_bytes=...)`` moves the small-file threshold along); read the
+    effective value from :attr:`small_file_threshold_bytes`.
+    """
+
+    #: ``compaction.enabled``: master switch.
+    enabled: bool = ENABLED_DEFAULT
+    #: ``compaction.major.delete-ratio``: MAJOR when deleted records / data records >= this.
+    major_delete_ratio: float = MAJOR_DELETE_RATIO_DEFAULT
+    #: ``compaction.major.small-file-count``: MAJOR when the partition has >= this many small data files.
+    major_small_file_count: int = MAJOR_SMALL_FILE_COUNT_DEFAULT
+    #: ``compaction.minor.delete-file-count``: MINOR when the partition has >= this many mergeable delete files.
+    minor_delete_file_count: int = MINOR_DELETE_FILE_COUNT_DEFAULT
+    #: ``compaction.minor.on-equality-deletes``: MINOR when any equality delete file is present.
+    minor_on_equality_deletes: bool = MINOR_ON_EQUALITY_DELETES_DEFAULT
+    #: ``compaction.minor.max-position-deletes-per-file``: MINOR when a data file has more position deletes.
+    minor_max_position_deletes_per_file: int = MINOR_MAX_POSITION_DELETES_PER_FILE_DEFAULT
+    #: ``compaction.target-file-size-bytes``: target size of rewritten data files.
+    target_file_size_bytes: int = TARGET_FILE_SIZE_BYTES_DEFAULT
+    #: ``compaction.min-file-size-bytes``: data files smaller than this are small (None: 75% of target).
+    min_file_size_bytes: int | None = None
+    #: ``compaction.max-bytes-per-run``: cap on the summed estimated cost of the partitions of one run.
+    max_bytes_per_run: int = MAX_BYTES_PER_RUN_DEFAULT
+    #: ``compaction.max-partitions-per-run``: cap on the number of partitions of one run.
+    max_partitions_per_run: int = MAX_PARTITIONS_PER_RUN_DEFAULT
+    #: ``compaction.weight-ratio``: split a heavy MAJOR partition only if data bytes / delete bytes >= this.
+    weight_ratio: float = WEIGHT_RATIO_DEFAULT
+    #: ``compaction.parallel-multiple``: groups = parallelism * parallel_multiple.
+    parallel_multiple: int = PARALLEL_MULTIPLE_DEFAULT
+    #: ``compaction.parallelism``: number of concurrent workers the groups are balanced for.
+    parallelism: int = PARALLELISM_DEFAULT
+
+    def __post_init__(self) -> None:
+        for knob in _KNOBS:
+            value = getattr(self, knob.field)
+            if knob.field == "min_file_size_bytes" and value is None:
+                continue
+            parsed = _parse_knob(knob, knob.key, value)
+            if type(parsed) is not type(value):
+                # e.g. an int given for a float field: store the canonical type so equality/JSON are stable.
+                object.__setattr__(self, knob.field, parsed)
+        if self.min_file_size_bytes is not None and self.min_file_size_bytes > self.target_file_size_bytes:
+            raise ConfigError(
+                f"invalid value {self.min_file_size_bytes!r} for {MIN_FILE_SIZE_BYTES}: must be <= "
+                f"{TARGET_FILE_SIZE_BYTES} ({self.target_file_size_bytes})"
+            )
+
+    # ----------------------------------------------------------------------------------------------------------
+    @property
+    def small_file_threshold_bytes(self) -> int:
+        """Data files strictly smaller than this many bytes are small files: ``min_file_size_bytes`` when set,
+        else 75% of ``target_file_size_bytes``."""
+        if self.min_file_size_bytes is not None:
+            return self.min_file_size_bytes
+        return int(MIN_FILE_SIZE_TARGET_FRACTION * self.target_file_size_bytes)
+
+    @property
+    def max_groups(self) -> int:
+        """Maximum number of job groups of a plan: ``parallelism * parallel_multiple``."""
+        return self.parallelism * self.parallel_multiple
+
+    @staticmethod
+    def property_keys() -> dict[str, str]:
+        """Dataclass field name -> table-property key."""
+        return {k.field: k.key for k in _KNOBS}
+
+    @classmethod
+    def resolve(
+        cls,
+        table_properties: Mapping[str, str],
+        overrides: Mapping[str, object] | None = None,
+    ) -> CompactionPolicy:
+        """Resolve a policy: code defaults < table properties < run-parameter overrides."""
+        values: dict[str, object] = {}
+        # Iceberg's own target file size is the fallback before our key.
+        if WRITE_TARGET_FILE_SIZE_BYTES in table_properties:
+            knob = _KNOB_BY_FIELD["target_file_size_bytes"]
+            raw = table_properties[WRITE_TARGET_FILE_SIZE_BYTES]
+            values[knob.field] = _parse_knob(knob, WRITE_TARGET_FILE_SIZE_BYTES, raw)
+        for knob in _KNOBS:
+            if knob.key in table_properties:
+                values[knob.field] = _parse_knob(knob, knob.key, table_properties[knob.key])
+        if overrides:
+            seen: dict[str, str] = {}
+            for raw_key in sorted(overrides):
+                if not isinstance(raw_key, str):
+                    raise ConfigError(f"unknown compaction run parameter {raw_key!r}")
+                value = overrides[raw_key]
+                found = _KNOB_BY_ALIAS.get(raw_key.strip())
+                if found is None:
+                    known = ", ".join(k.key for k in _KNOBS)
+                    raise ConfigError(
+                        f"unknown compaction run parameter {raw_key!r} (value {value!r}); known keys: {known}"
+                    )
+                if value is None:
+                    continue
+                if found.field in seen:
+                    raise ConfigError(
+                        f"compaction run parameter {found.key} given twice ({seen[found.field]!r} and {raw_key!r})"
+                    )
+                seen[found.field] = raw_key
+                values[found.field] = _parse_knob(found, raw_key, value)
+        return cls(**values)  # type: ignore[arg-type]
+
+    # ----------------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready mapping of field name -> value, plus the derived ``small_file_threshold_bytes`` (for
+        readers of a plan; ignored by :meth:`from_dict`)."""
+        out: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out[_DERIVED_THRESHOLD] = self.small_file_threshold_bytes
+        return out
+
+    def to_properties(self) -> dict[str, str]:
+        """The policy as table-property strings (``compaction.*`` keys; an unset min file size is omitted)."""
+        out: dict[str, str] = {}
+        for knob in _KNOBS:
+            value = getattr(self, knob.field)
+            if value is None:
+                continue
+            out[knob.key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> CompactionPolicy:
+        """Inverse of :meth:`to_dict`. Unknown keys are rejected (a plan written by a newer version)."""
+        unknown = sorted(set(data) - set(_KNOB_BY_FIELD) - {_DERIVED_THRESHOLD})
+        if unknown:
+            raise ConfigError(f"unknown policy field(s) {unknown!r}")
+        values: dict[str, object] = {}
+        for name, value in data.items():
+            if name == _DERIVED_THRESHOLD:
+                continue
+            knob = _KNOB_BY_FIELD[name]
+            if name == "min_file_size_bytes" and value is None:
+                continue
+            values[name] = _parse_knob(knob, name, value)
+        return cls(**values)  # type: ignore[arg-type]

@@ -1,0 +1,239 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.core import policy as P
+from compaction.core.errors import ConfigError
+from compaction.core.policy import CompactionPolicy
+
+MiB = 1024 * 1024
+
+# (field, key, default)
+TABLE = [
+    ("enabled", "compaction.enabled", True),
+    ("major_delete_ratio", "compaction.major.delete-ratio", 0.30),
+    ("major_small_file_count", "compaction.major.small-file-count", 10),
+    ("minor_delete_file_count", "compaction.minor.delete-file-count", 5),
+    ("minor_on_equality_deletes", "compaction.minor.on-equality-deletes", True),
+    ("minor_max_position_deletes_per_file", "compaction.minor.max-position-deletes-per-file", 1),
+    ("target_file_size_bytes", "compaction.target-file-size-bytes", 128 * MiB),
+    ("min_file_size_bytes", "compaction.min-file-size-bytes", 96 * MiB),
+    ("max_bytes_per_run", "compaction.max-bytes-per-run", 100 * 1024 * MiB),
+    ("max_partitions_per_run", "compaction.max-partitions-per-run", 1000),
+    ("weight_ratio", "compaction.weight-ratio", 2.0),
+    ("parallel_multiple", "compaction.parallel-multiple", 2),
+    ("parallelism", "compaction.parallelism", 2),
+]
+
+
+def test_defaults_keys_and_constants() -> None:
+    pol = CompactionPolicy()
+    assert CompactionPolicy.property_keys() == {f: k for f, k, _ in TABLE}
+    assert pol.min_file_size_bytes is None  # derived from the target
+    for fieldname, key, default in TABLE:
+        if fieldname != "min_file_size_bytes":
+            assert getattr(pol, fieldname) == default, fieldname
+        const = fieldname.upper()
+        if fieldname == "minor_max_position_deletes_per_file":
+            const = "MINOR_MAX_POSITION_DELETES_PER_FILE"
+        assert getattr(P, const) == key
+        assert getattr(P, const + "_DEFAULT") == default
+    assert pol.small_file_threshold_bytes == int(0.75 * 128 * MiB)
+    assert pol.max_groups == 4
+    assert CompactionPolicy.resolve({}) == pol
+    assert CompactionPolicy.resolve({}, {}) == pol
+
+
+def test_policy_is_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        CompactionPolicy().parallelism = 8  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "key,text,fieldname,expected",
+    [
+        ("compaction.enabled", "FALSE", "enabled", False),
+        ("compaction.major.delete-ratio", "0.5", "major_delete_ratio", 0.5),
+        ("compaction.major.small-file-count", "3", "major_small_file_count", 3),
+        ("compaction.minor.delete-file-count", " 7 ", "minor_delete_file_count", 7),
+        ("compaction.minor.on-equality-deletes", "false", "minor_on_equality_deletes", False),
+        ("compaction.minor.max-position-deletes-per-file", "4", "minor_max_position_deletes_per_file", 4),
+        ("compaction.target-file-size-bytes", "1000", "target_file_size_bytes", 1000),
+        ("compaction.min-file-size-bytes", "123", "min_file_size_bytes", 123),
+        ("compaction.max-bytes-per-run", "99", "max_bytes_per_run", 99),
+        ("compaction.max-partitions-per-run", "3", "max_partitions_per_run", 3),
+        ("compaction.weight-ratio", "1.5", "weight_ratio", 1.5),
+        ("compaction.parallel-multiple", "3", "parallel_multiple", 3),
+        ("compaction.parallelism", "8", "parallelism", 8),
+    ],
+)
+def test_table_property_overrides_default(key: str, text: str, fieldname: str, expected: object) -> None:
+    pol = CompactionPolicy.resolve({key: text, "unrelated.key": "x", "compaction.some-other-tool": "y"})
+    assert getattr(pol, fieldname) == expected
+    assert getattr(CompactionPolicy(), fieldname) != expected
+
+
+def test_target_size_fallback_and_derived_min() -> None:
+    pol = CompactionPolicy.resolve({"write.target-file-size-bytes": "1000"})
+    assert pol.target_file_size_bytes == 1000
+    assert pol.small_file_threshold_bytes == 750
+    # our own key beats Iceberg's write property
+    pol = CompactionPolicy.resolve({"write.target-file-size-bytes": "1000", P.TARGET_FILE_SIZE_BYTES: "2000"})
+    assert pol.target_file_size_bytes == 2000
+    assert pol.small_file_threshold_bytes == 1500
+    # run parameter beats both
+    pol = CompactionPolicy.resolve(
+        {"write.target-file-size-bytes": "1000", P.TARGET_FILE_SIZE_BYTES: "2000"}, {"target-file-size-bytes": 400}
+    )
+    assert (pol.target_file_size_bytes, pol.small_file_threshold_bytes) == (400, 300)
+    # explicit min wins over the derived one
+    pol = CompactionPolicy.resolve({P.TARGET_FILE_SIZE_BYTES: "2000", P.MIN_FILE_SIZE_BYTES: "10"})
+    assert pol.min_file_size_bytes == pol.small_file_threshold_bytes == 10
+    assert CompactionPolicy(target_file_size_bytes=100).small_file_threshold_bytes == 75
+    # replace() keeps a derived threshold derived
+    assert dataclasses.replace(CompactionPolicy(), target_file_size_bytes=100).small_file_threshold_bytes == 75
+
+
+@pytest.mark.parametrize("spelling", ["compaction.major.delete-ratio", "major.delete-ratio", "major_delete_ratio"])
+def test_run_params_beat_table_properties_in_all_spellings(spelling: str) -> None:
+    pol = CompactionPolicy.resolve({P.MAJOR_DELETE_RATIO: "0.5"}, {spelling: "0.7"})
+    assert pol.major_delete_ratio == 0.7
+    pol = CompactionPolicy.resolve({P.MAJOR_DELETE_RATIO: "0.5"}, {spelling: 0.9})
+    assert pol.major_delete_ratio == 0.9
+
+
+def test_run_param_typed_values_and_none() -> None:
+    pol = CompactionPolicy.resolve(
+        {P.ENABLED: "false", P.PARALLELISM: "3"},
+        {"enabled": True, "parallelism": None, "weight_ratio": 3, "max_partitions_per_run": 7.0},
+    )
+    assert pol.enabled is True
+    assert pol.parallelism == 3  # None = not given, table property stays
+    assert pol.weight_ratio == 3.0 and isinstance(pol.weight_ratio, float)
+    assert pol.max_partitions_per_run == 7 and isinstance(pol.max_partitions_per_run, int)
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("compaction.major.delete-ratio", "abc"),
+        ("compaction.major.delete-ratio", "0"),
+        ("compaction.major.delete-ratio", "1.5"),
+        ("compaction.major.delete-ratio", "-0.1"),
+        ("compaction.major.delete-ratio", "nan"),
+        ("compaction.weight-ratio", "inf"),
+        ("compaction.weight-ratio", "0"),
+        ("compaction.major.small-file-count", "1"),
+        ("compaction.major.small-file-count", "ten"),
+        ("compaction.minor.delete-file-count", "0"),
+        ("compaction.minor.delete-file-count", "2.5"),
+        ("compaction.minor.max-position-deletes-per-file", "0"),
+        ("compaction.target-file-size-bytes", "0"),
+        ("compaction.target-file-size-bytes", "128MB"),
+        ("compaction.min-file-size-bytes", "-1"),
+        ("compaction.max-bytes-per-run", "-5"),
+        ("compaction.max-partitions-per-run", "0"),
+        ("compaction.parallelism", "0"),
+        ("compaction.parallel-multiple", ""),
+        ("compaction.enabled", "yes"),
+        ("compaction.minor.on-equality-deletes", "1"),
+        ("write.target-file-size-bytes", "big"),
+    ],
+)
+def test_invalid_table_property_names_key_and_value(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        CompactionPolicy.resolve({key: value})
+    assert key in str(exc.value)
+    assert repr(value) in str(exc.value)
+    assert exc.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("parallelism", True),
+        ("parallelism", 1.5),
+        ("major.delete-ratio", 2),
+        ("enabled", "maybe"),
+        ("enabled", 1),
+        ("weight_ratio", [1]),
+        ("compaction.max-bytes-per-run", 0),
+    ],
+)
+def test_invalid_override_names_key_and_value(key: str, value: object) -> None:
+    with pytest.raises(ConfigError) as exc:
+        CompactionPolicy.resolve({}, {key: value})
+    assert key in str(exc.value)
+    assert repr(value) in str(exc.value)
+
+
+def test_unknown_and_duplicate_override_keys() -> None:
+    with pytest.raises(ConfigError, match="'major.delete_ratio'") as exc:
+        CompactionPolicy.resolve({}, {"major.delete_ratio": 0.5})
+    assert "0.5" in str(exc.value)
+    with pytest.raises(ConfigError, match="given twice"):
+        CompactionPolicy.resolve({}, {"major_delete_ratio": 0.5, "major.delete-ratio": 0.6})
+
+
+def test_min_above_target_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="compaction.min-file-size-bytes"):
+        CompactionPolicy.resolve({P.TARGET_FILE_SIZE_BYTES: "100", P.MIN_FILE_SIZE_BYTES: "101"})
+    with pytest.raises(ConfigError, match="compaction.parallelism"):
+        CompactionPolicy(parallelism=0)
+
+
+def test_to_dict_from_dict_and_properties_round_trip() -> None:
+    pol = CompactionPolicy.resolve({P.WEIGHT_RATIO: "3.25", P.ENABLED: "false"}, {"min_file_size_bytes": 5})
+    d = pol.to_dict()
+    assert json.loads(json.dumps(d)) == d
+    assert d["min_file_size_bytes"] == 5 and d["small_file_threshold_bytes"] == 5
+    assert CompactionPolicy.from_dict(json.loads(json.dumps(d))) == pol
+    derived = CompactionPolicy(target_file_size_bytes=1000)
+    assert derived.to_dict()["min_file_size_bytes"] is None
+    assert derived.to_dict()["small_file_threshold_bytes"] == 750
+    assert CompactionPolicy.from_dict(json.loads(json.dumps(derived.to_dict()))) == derived
+    assert CompactionPolicy.resolve(derived.to_properties()) == derived
+    assert CompactionPolicy.resolve(pol.to_properties()) == pol
+    with pytest.raises(ConfigError, match="bogus"):
+        CompactionPolicy.from_dict({**d, "bogus": 1})
+
+
+_valid_overrides = st.fixed_dictionaries(
+    {},
+    optional={
+        "enabled": st.booleans(),
+        "major_delete_ratio": st.floats(min_value=0.01, max_value=1.0),
+        "major_small_file_count": st.integers(2, 100),
+        "minor_delete_file_count": st.integers(1, 100),
+        "minor_on_equality_deletes": st.booleans(),
+        "minor_max_position_deletes_per_file": st.integers(1, 10),
+        "target_file_size_bytes": st.integers(1_000, 10**12),
+        "max_bytes_per_run": st.integers(1, 10**15),
+        "max_partitions_per_run": st.integers(1, 10**6),
+        "weight_ratio": st.floats(min_value=0.01, max_value=1e6),
+        "parallel_multiple": st.integers(1, 8),
+        "parallelism": st.integers(1, 64),
+    },
+)
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=_valid_overrides, run=_valid_overrides)
+def test_precedence_property(table: dict[str, object], run: dict[str, object]) -> None:
+    keys = CompactionPolicy.property_keys()
+    props = {keys[k]: (str(v).lower() if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)) for k, v in table.items()}
+    pol = CompactionPolicy.resolve(props, run)
+    default = CompactionPolicy()
+    for name in keys:
+        if name == "min_file_size_bytes":
+            continue
+        expected = run.get(name, table.get(name, getattr(default, name)))
+        assert getattr(pol, name) == expected, name
+    assert pol.min_file_size_bytes is None
+    assert pol.small_file_threshold_bytes == int(0.75 * pol.target_file_size_bytes)
+    assert CompactionPolicy.from_dict(json.loads(json.dumps(pol.to_dict()))) == pol
