@@ -6,6 +6,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import signal
 import sys
 from typing import Any, Callable, Sequence
 
@@ -26,12 +27,23 @@ def _fmt_bytes(n: int) -> str:
     return str(n)
 
 
+def _is_number(text: str) -> bool:
+    head = text.split(" ")[0]
+    try:
+        float(head)
+        return True
+    except ValueError:
+        return False
+
+
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [all(_is_number(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
+    _align = lambda c, w, head_numeric: c.rjust(w) if head_numeric or (c and _is_number(c)) else c.ljust(w)  # noqa: E731
     lines = []
     for n, row in enumerate(cells):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        lines.append("  ".join(_align(c, w, n == 0 and i > 0 and numeric[i]) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -105,7 +117,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     policy = CompactionPolicy.resolve(state.properties, _parse_overrides(args.set))
     now = _dt.datetime.now(_dt.timezone.utc)
     result = plan(state, policy, CompactionMode(args.mode), now,
-                  partition_filter=partition_filter.matches if partition_filter else None)
+                  partition_filter=partition_filter)
     if args.json:
         print(result.to_json())
     else:
@@ -114,10 +126,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def format_plan(result) -> str:  # type: ignore[no-untyped-def]
-    lines = [f"plan for {result.table} at snapshot {result.base_snapshot_id} (mode {result.mode.value if hasattr(result.mode, 'value') else result.mode})"]
+    lines = [f"plan {result.plan_id} for {result.table} at snapshot {result.base_snapshot_id} (mode {result.mode.value})"]
     rows = [(d.partition.label(), d.kind.value.upper(), d.reason) for d in result.decisions]
     lines.append(render_table(["partition", "decision", "reason"], rows) if rows else "(no partitions)")
-    lines.append(f"{len(result.groups)} job group(s)")
+    for group in result.groups:
+        lines.append(
+            f"job group {group.group_id}: {len(group.tasks)} task(s), {len(group.partitions)} partition(s), "
+            f"~{_fmt_bytes(group.estimated_cost_bytes)}"
+        )
+    for deferred in result.deferred:
+        lines.append(f"deferred {deferred.partition.label()}: {deferred.reason}")
+    if not result.groups:
+        lines.append("nothing to do")
     return "\n".join(lines)
 
 
@@ -178,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `icecompact plan --json | head` must not trace back
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
