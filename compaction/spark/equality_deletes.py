@@ -1,0 +1,239 @@
+"""Write and commit real equality-delete files through the Iceberg Java API (py4j).
+
+Neither Spark nor pyiceberg writes equality deletes (DESIGN.md §4), so fixtures and the eq->pos conversion job use
+this module. The recipe:
+
+1. the Parquet file is written with pyarrow; every column carries ``PARQUET:field_id`` metadata equal to the table
+   schema's field id of that equality column (Iceberg projects delete files by field id);
+2. it is placed where the table writes its data (``table.locationProvider().newDataLocation(spec, partition, name)``),
+   through ``table.io()`` (bytes over py4j, in 1 MiB chunks);
+3. metrics come from Iceberg itself (``ParquetUtil.fileMetrics(io.newInputFile(loc), MetricsConfig.forTable(t))``),
+   never built by hand;
+4. the ``DeleteFile`` is built with ``FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(int[])`` and a typed
+   ``PartitionData`` (``withPartition``; never ``withPartitionPath``, which reads a null string partition as
+   ``'null'``);
+5. all files of one logical change are committed in one ``RowDelta``.
+
+Semantics to keep in mind (Iceberg spec, DESIGN.md §2): an equality delete with data sequence number S applies to
+data files with data sequence number < S of the *same spec and partition*, or of every partition when the delete
+file's spec is unpartitioned ("global" delete). Null equals null.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from compaction.core.errors import UnsupportedTableError
+from compaction.core.model import PartitionScalar
+from compaction.spark.jvm import (
+    JavaObject,
+    int_array,
+    jvm,
+    partition_data,
+    spec_for,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped]
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class EqualityDeleteSpec:
+    """What to write: rows of equality-column values for one (spec, partition)."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    spec_id: int | None = None  # None: the table's current spec
+    partition: tuple[PartitionScalar, ...] = ()
+
+
+@dataclass(frozen=True)
+class CommittedDeletes:
+    snapshot_id: int
+    sequence_number: int
+    paths: tuple[str, ...]
+
+
+def arrow_type(iceberg_type: JavaObject) -> pa.DataType:
+    """The Arrow type Iceberg expects in Parquet for a primitive Iceberg type."""
+    import pyarrow as pa
+
+    type_id = str(iceberg_type.typeId().toString())
+    simple = {
+        "BOOLEAN": pa.bool_(),
+        "INTEGER": pa.int32(),
+        "LONG": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "DATE": pa.date32(),
+        "STRING": pa.string(),
+        "BINARY": pa.binary(),
+        "TIME": pa.time64("us"),
+    }
+    if type_id in simple:
+        return simple[type_id]
+    if type_id == "TIMESTAMP":
+        return pa.timestamp("us", tz="UTC") if iceberg_type.shouldAdjustToUTC() else pa.timestamp("us")
+    if type_id == "TIMESTAMP_NANO":
+        return pa.timestamp("ns", tz="UTC") if iceberg_type.shouldAdjustToUTC() else pa.timestamp("ns")
+    if type_id == "DECIMAL":
+        return pa.decimal128(int(iceberg_type.precision()), int(iceberg_type.scale()))
+    if type_id == "FIXED":
+        return pa.binary(int(iceberg_type.length()))
+    if type_id == "UUID":
+        return pa.binary(16)
+    raise UnsupportedTableError(f"equality delete column of type {type_id} is not supported")
+
+
+def equality_field_ids(table: JavaObject, columns: Sequence[str]) -> list[int]:
+    schema = table.schema()
+    ids = []
+    for c in columns:
+        field = schema.findField(c)
+        if field is None:
+            raise UnsupportedTableError(f"table {table.name()} has no column {c!r}")
+        ids.append(int(field.fieldId()))
+    return ids
+
+
+def arrow_schema(table: JavaObject, columns: Sequence[str]) -> pa.Schema:
+    """Arrow schema of an equality-delete file on ``columns``, with Iceberg field ids."""
+    import pyarrow as pa
+
+    schema = table.schema()
+    fields = []
+    for c in columns:
+        f = schema.findField(c)
+        if f is None:
+            raise UnsupportedTableError(f"table {table.name()} has no column {c!r}")
+        if not f.type().isPrimitiveType():
+            raise UnsupportedTableError(f"equality column {c!r} is not primitive")
+        fields.append(
+            pa.field(c, arrow_type(f.type()), nullable=bool(f.isOptional()),
+                     metadata={b"PARQUET:field_id": str(int(f.fieldId())).encode()})
+        )
+    return pa.schema(fields)
+
+
+def _to_arrow(table: JavaObject, columns: Sequence[str], rows: Sequence[Sequence[Any]] | pa.Table) -> pa.Table:
+    import pyarrow as pa
+
+    schema = arrow_schema(table, columns)
+    if isinstance(rows, pa.Table):
+        return rows.select(list(columns)).cast(schema)
+    arrays = [pa.array([r[i] for r in rows], type=schema.field(i).type) for i in range(len(columns))]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _write_bytes(table: JavaObject, location: str, payload: bytes) -> None:
+    # Always through the table's FileIO: Iceberg locations are not URIs (partition values are URL-encoded into the
+    # name and the file on disk keeps the '%3A'), so decoding them into local paths would write the wrong file.
+    out = table.io().newOutputFile(location).create()
+    try:
+        chunk = 1 << 20
+        for start in range(0, len(payload), chunk):
+            out.write(bytearray(payload[start:start + chunk]))
+    finally:
+        out.close()
+
+
+def write_equality_delete_file(
+    spark: SparkSession,
+    table: JavaObject,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]] | pa.Table,
+    *,
+    spec_id: int | None = None,
+    partition: Sequence[PartitionScalar] = (),
+    file_name: str | None = None,
+) -> JavaObject:
+    """Write one equality-delete Parquet file and return the (uncommitted) Java ``DeleteFile``.
+
+    ``rows`` are tuples of values of ``columns`` (Python values: int, str, None; timestamps as int micros or
+    aware datetimes) or a pyarrow Table. ``spec_id``/``partition`` name the partition the delete applies to, in
+    internal representation (see :mod:`compaction.spark.jvm`); use an unpartitioned spec for a global delete.
+    """
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    j = jvm(spark)
+    spec = spec_for(table, spec_id)
+    pdata = partition_data(spark, spec, tuple(partition))
+    arrow = _to_arrow(table, columns, rows)
+    name = file_name or f"eqdel-{uuid.uuid4()}.parquet"
+    if spec.isPartitioned():
+        location = str(table.locationProvider().newDataLocation(spec, pdata, name))
+    else:
+        location = str(table.locationProvider().newDataLocation(name))
+    buf = io.BytesIO()
+    pq.write_table(arrow, buf)
+    payload = buf.getvalue()
+    _write_bytes(table, location, payload)
+
+    input_file = table.io().newInputFile(location)
+    metrics = j.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
+        input_file, j.org.apache.iceberg.MetricsConfig.forTable(table)
+    )
+    builder = (
+        j.org.apache.iceberg.FileMetadata.deleteFileBuilder(spec)
+        .ofEqualityDeletes(int_array(spark, equality_field_ids(table, columns)))
+        .withPath(location)
+        .withFormat("parquet")
+        .withFileSizeInBytes(len(payload))
+        .withRecordCount(arrow.num_rows)
+        .withMetrics(metrics)
+    )
+    if spec.isPartitioned():
+        builder = builder.withPartition(pdata)
+    return builder.build()
+
+
+def commit_delete_files(
+    table: JavaObject, delete_files: Iterable[JavaObject], *, row_delta: JavaObject | None = None
+) -> CommittedDeletes:
+    """Commit delete files in one ``RowDelta`` (``row_delta``: one the caller configured, e.g. with
+    ``validateFromSnapshot``/``conflictDetectionFilter``; a plain ``table.newRowDelta()`` by default) and return the
+    snapshot it created with its sequence number."""
+    delta = row_delta if row_delta is not None else table.newRowDelta()
+    paths = []
+    for f in delete_files:
+        delta = delta.addDeletes(f)
+        paths.append(str(f.location()))
+    delta.commit()
+    snapshot = _snapshot_adding(table, paths[0]) if paths else table.currentSnapshot()
+    return CommittedDeletes(int(snapshot.snapshotId()), int(snapshot.sequenceNumber()), tuple(paths))
+
+
+def _snapshot_adding(table: JavaObject, path: str, max_depth: int = 20) -> JavaObject:
+    """Our snapshot: the current one unless another writer committed right after us (then walk the parents)."""
+    snapshot = table.currentSnapshot()
+    current = snapshot
+    for _ in range(max_depth):
+        if current is None:
+            break
+        it = current.addedDeleteFiles(table.io()).iterator()
+        while it.hasNext():
+            if str(it.next().location()) == path:
+                return current
+        parent = current.parentId()
+        current = table.snapshot(parent) if parent is not None else None
+    return snapshot
+
+
+def write_and_commit(
+    spark: SparkSession, table: JavaObject, deletes: Iterable[EqualityDeleteSpec]
+) -> CommittedDeletes | None:
+    """Write one equality-delete file per :class:`EqualityDeleteSpec` and commit them all in one RowDelta.
+    Empty specs are skipped; returns None when nothing was written."""
+    table.refresh()
+    files = [
+        write_equality_delete_file(spark, table, d.columns, d.rows, spec_id=d.spec_id, partition=d.partition)
+        for d in deletes
+        if d.rows
+    ]
+    if not files:
+        return None
+    return commit_delete_files(table, files)

@@ -1,0 +1,275 @@
+"""Small helpers for talking to the Iceberg Java API through py4j from a PySpark driver.
+
+Everything the Spark-side jobs (eq->pos conversion, commit validation) and the test fixtures need that Spark SQL
+cannot express goes through the Java API of the table Spark itself has loaded (same catalog, same cache).
+
+py4j quirks handled here (see DESIGN.md §4):
+
+* Python ``int`` goes to Java as ``Integer`` (``Long`` only when it does not fit 32 bits), and every boxed value
+  Java returns comes back as a Python value. A ``long`` partition slot therefore cannot be filled with
+  ``PartitionData.set(i, v)`` from Python: :func:`java_objects` boxes values on the Java side (a ``long[]`` turned
+  into ``Long`` objects by ``LongStream.boxed()``, copied with ``System.arraycopy``) so they never cross back.
+* ``int[]`` varargs (``ofEqualityDeletes(int...)``) need a real Java array: :func:`int_array`.
+* ``Expressions.and`` is a Python keyword: :func:`expression_and` uses ``getattr``.
+* Never build partition tuples from a path string (``withPartitionPath`` / ``DataFiles.data``): a null in a string
+  identity partition is read back as the string ``'null'``. Use :func:`partition_data` (typed ``PartitionData``).
+
+Partition values on the Python side use the internal representation of :mod:`compaction.core.model`
+(``days(ts)`` -> int days, ``bucket`` -> int, identity ``date`` -> int days, ``timestamp`` -> int micros,
+``decimal`` -> str, ``binary``/``fixed`` -> hex str, ``uuid`` -> str).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from compaction.core.errors import UnsupportedTableError
+from compaction.core.model import PartitionScalar
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row, SparkSession
+
+JavaObject = Any  # py4j.java_gateway.JavaObject; kept loose so that mypy does not need py4j stubs
+
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+_EPOCH_TS = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+# Iceberg TypeID names whose Java representation is Long / Integer.
+_LONG_TYPES = frozenset({"LONG", "TIMESTAMP", "TIMESTAMP_NANO", "TIME"})
+_INT_TYPES = frozenset({"INTEGER", "DATE"})
+
+
+def jvm(spark: SparkSession) -> Any:
+    """The py4j JVM view of the session's driver."""
+    return spark.sparkContext._jvm
+
+
+def gateway(spark: SparkSession) -> Any:
+    return spark.sparkContext._gateway
+
+
+def load_table(spark: SparkSession, identifier: str) -> JavaObject:
+    """The Iceberg ``org.apache.iceberg.Table`` behind a Spark identifier such as ``cat.ns.t``.
+
+    This is the instance of Spark's (caching) catalog, so commits made through it are seen by Spark's next query.
+    Call ``refresh()`` on it before reading metadata if someone else may have committed.
+    """
+    return jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, identifier)
+
+
+def int_array(spark: SparkSession, values: Sequence[int]) -> JavaObject:
+    """A Java ``int[]`` (for varargs such as ``ofEqualityDeletes(int...)``)."""
+    arr = gateway(spark).new_array(jvm(spark).int, len(values))
+    for i, v in enumerate(values):
+        arr[i] = int(v)
+    return arr
+
+
+def long_array(spark: SparkSession, values: Sequence[int]) -> JavaObject:
+    """A Java ``long[]``."""
+    arr = gateway(spark).new_array(jvm(spark).long, len(values))
+    for i, v in enumerate(values):
+        arr[i] = int(v)
+    return arr
+
+
+def expression_and(spark: SparkSession, *expressions: JavaObject) -> JavaObject:
+    """``Expressions.and(a, b, ...)`` folded left; ``alwaysTrue()`` for no argument."""
+    exprs = jvm(spark).org.apache.iceberg.expressions.Expressions
+    result = exprs.alwaysTrue()
+    for e in expressions:
+        result = getattr(exprs, "and")(result, e)
+    return result
+
+
+def expression_or(spark: SparkSession, *expressions: JavaObject) -> JavaObject:
+    """``Expressions.or(a, b, ...)`` folded left; ``alwaysFalse()`` for no argument."""
+    exprs = jvm(spark).org.apache.iceberg.expressions.Expressions
+    result = exprs.alwaysFalse()
+    for e in expressions:
+        result = getattr(exprs, "or")(result, e)
+    return result
+
+
+# Partition specs -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PartitionFieldDesc:
+    """One field of a partition spec as seen from Python."""
+
+    name: str
+    field_id: int
+    transform: str  # Iceberg's toString: identity, day, bucket[4], truncate[8], void, ...
+    source_id: int
+    source_column: str
+    result_type: str  # Iceberg TypeID name of the partition value: INTEGER, LONG, STRING, DATE, ...
+
+
+def spec_for(table: JavaObject, spec_id: int | None = None) -> JavaObject:
+    """The table's ``PartitionSpec`` with this id (the current spec when None)."""
+    if spec_id is None:
+        return table.spec()
+    spec = table.specs().get(int(spec_id))
+    if spec is None:
+        raise UnsupportedTableError(f"table {table.name()} has no partition spec {spec_id}")
+    return spec
+
+
+def spec_ids(table: JavaObject) -> list[int]:
+    return sorted(int(s) for s in table.specs().keySet())
+
+
+def partition_fields(table: JavaObject, spec: JavaObject) -> list[PartitionFieldDesc]:
+    schema = table.schema()
+    ptype = spec.partitionType()
+    out = []
+    for i, f in enumerate(spec.fields()):
+        source = schema.findColumnName(f.sourceId())
+        out.append(
+            PartitionFieldDesc(
+                name=str(f.name()),
+                field_id=int(f.fieldId()),
+                transform=str(f.transform().toString()),
+                source_id=int(f.sourceId()),
+                source_column=str(source) if source is not None else "",
+                result_type=str(ptype.fields().get(i).type().typeId().toString()),
+            )
+        )
+    return out
+
+
+def java_objects(spark: SparkSession, type_ids: Sequence[str], values: Sequence[PartitionScalar]) -> JavaObject:
+    """A Java ``Object[]`` holding each value boxed as Iceberg's Java class for its type (``Long`` for long and
+    timestamp, ``Integer`` for int and date, ``String``, ``Boolean``, ``Double``, ``BigDecimal``, ``ByteBuffer``,
+    ``UUID``). Values are in internal representation; None stays null."""
+    j = jvm(spark)
+    out = gateway(spark).new_array(j.java.lang.Object, len(values))
+    for i, (type_id, value) in enumerate(zip(type_ids, values)):
+        if value is None:
+            continue
+        if type_id in _LONG_TYPES:
+            boxed = j.java.util.stream.LongStream.of(long_array(spark, [int(value)])).boxed().toArray()
+            j.java.lang.System.arraycopy(boxed, 0, out, i, 1)
+        elif type_id in _INT_TYPES:
+            out[i] = int(value)  # py4j: Python int in 32-bit range -> Integer
+        elif type_id == "STRING":
+            out[i] = str(value)
+        elif type_id == "BOOLEAN":
+            out[i] = bool(value)
+        elif type_id == "DOUBLE":
+            out[i] = float(value)  # py4j: Python float -> Double
+        elif type_id == "DECIMAL":
+            out[i] = decimal.Decimal(str(value))  # py4j: Decimal -> BigDecimal
+        elif type_id in ("BINARY", "FIXED"):
+            raw = bytes.fromhex(value) if isinstance(value, str) else bytes(value)  # type: ignore[arg-type]
+            out[i] = j.java.nio.ByteBuffer.wrap(bytearray(raw))
+        elif type_id == "UUID":
+            out[i] = j.java.util.UUID.fromString(str(value))
+        else:
+            raise UnsupportedTableError(f"partition value of type {type_id} is not supported")
+    return out
+
+
+def partition_data(spark: SparkSession, spec: JavaObject, values: Sequence[PartitionScalar]) -> JavaObject:
+    """A typed ``org.apache.iceberg.PartitionData`` for ``spec`` from internal-representation values, one per
+    partition field in spec order (``()`` for an unpartitioned spec)."""
+    j = jvm(spark)
+    ptype = spec.partitionType()
+    fields = list(ptype.fields())
+    if len(fields) != len(values):
+        raise ValueError(f"spec {spec.specId()} has {len(fields)} partition fields, got {len(values)} values")
+    pd = j.org.apache.iceberg.PartitionData(ptype)
+    if not fields:
+        return pd
+    objects = java_objects(spark, [str(f.type().typeId().toString()) for f in fields], values)
+    # PartitionData.set(int, Object) through reflection, so that the boxed values never come back to Python.
+    object_class = j.java.lang.Class.forName("java.lang.Object")
+    setter = pd.getClass().getMethod("set", _class_array(spark, [j.java.lang.Integer.TYPE, object_class]))
+    for i in range(len(fields)):
+        args = gateway(spark).new_array(j.java.lang.Object, 2)
+        args[0] = i
+        j.java.lang.System.arraycopy(objects, i, args, 1, 1)
+        setter.invoke(pd, args)
+    return pd
+
+
+def _class_array(spark: SparkSession, classes: Sequence[JavaObject]) -> JavaObject:
+    arr = gateway(spark).new_array(jvm(spark).java.lang.Class, len(classes))
+    for i, c in enumerate(classes):
+        arr[i] = c
+    return arr
+
+
+def partition_values(spark: SparkSession, spec: JavaObject, partition: JavaObject) -> tuple[PartitionScalar, ...]:
+    """A Java partition ``StructLike`` (e.g. ``DataFile.partition()``) in internal representation."""
+    j = jvm(spark)
+    out: list[PartitionScalar] = []
+    for i, f in enumerate(spec.partitionType().fields()):
+        type_id = str(f.type().typeId().toString())
+        value = partition.get(i, f.type().typeId().javaClass())
+        if value is None:
+            out.append(None)
+        elif type_id in ("BINARY", "FIXED"):
+            out.append(bytes(j.org.apache.iceberg.util.ByteBuffers.toByteArray(value)).hex())
+        elif type_id in ("DECIMAL", "UUID"):
+            out.append(str(value) if type_id == "DECIMAL" else str(value.toString()))
+        elif isinstance(value, (bool, int, float, str)):
+            out.append(value)
+        else:
+            out.append(str(value))
+    return tuple(out)
+
+
+def spark_partition_values(fields: Sequence[PartitionFieldDesc], partition: Row | None) -> tuple[PartitionScalar, ...]:
+    """Convert a Spark ``_partition`` struct (which spans the fields of *all* specs, by name) to the internal
+    representation of one spec's fields. Spark shows ``day``/identity-date values as ``datetime.date`` and
+    identity-timestamp values as ``datetime.datetime`` (session time zone naive or aware)."""
+    out: list[PartitionScalar] = []
+    as_dict = partition.asDict() if partition is not None else {}
+    for f in fields:
+        value = as_dict.get(f.name)
+        out.append(spark_value_to_internal(f.result_type, value))
+    return tuple(out)
+
+
+def spark_value_to_internal(type_id: str, value: Any) -> PartitionScalar:
+    if value is None:
+        return None
+    if type_id == "DATE":
+        if isinstance(value, _dt.datetime):
+            value = value.date()
+        if isinstance(value, _dt.date):
+            return (value - _EPOCH_DATE).days
+        return int(value)
+    if type_id in ("TIMESTAMP", "TIMESTAMP_NANO"):
+        if isinstance(value, _dt.datetime):
+            if value.tzinfo is None:
+                # PySpark builds naive datetimes in the Python process's local time zone.
+                value = value.astimezone(_dt.timezone.utc)
+            delta = value - _EPOCH_TS
+            return int((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        return int(value)
+    if type_id == "DECIMAL":
+        return str(value)
+    if type_id in ("BINARY", "FIXED"):
+        return bytes(value).hex()
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+# Files -----------------------------------------------------------------------------------------------------------
+def data_files(table: JavaObject, snapshot_id: int | None = None) -> Iterator[JavaObject]:
+    """Every live ``DataFile`` of a snapshot (the current one by default)."""
+    scan = table.newScan()
+    if snapshot_id is not None:
+        scan = scan.useSnapshot(int(snapshot_id))
+    tasks = scan.planFiles()
+    try:
+        it = tasks.iterator()
+        while it.hasNext():
+            yield it.next().file()
+    finally:
+        tasks.close()
