@@ -100,8 +100,6 @@ def build_session(catalogs: Iterable[CatalogConfig], settings_: SparkSettings | 
 
     builder = SparkSession.builder.master(settings_.master).appName(settings_.app_name)
     conf = spark_conf(settings_, catalogs)
-    for catalog in catalogs:
-        conf.update(catalog.spark_secret_conf())  # in-process: no argv involved
     jars = jar_paths(settings_)
     if jars:
         conf["spark.jars"] = ",".join(str(j) for j in jars)
@@ -109,7 +107,13 @@ def build_session(catalogs: Iterable[CatalogConfig], settings_: SparkSettings | 
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(j) for j in jars)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    # Secrets are set on the running session, never as builder conf: pyspark passes builder conf to the JVM on its
+    # command line (visible in /proc/*/cmdline). Iceberg reads catalog conf lazily, on the catalog's first use.
+    for catalog in catalogs:
+        for key, value in catalog.spark_secret_conf().items():
+            session.conf.set(key, value)
+    return session
 
 
 def register_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
