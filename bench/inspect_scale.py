@@ -1,0 +1,710 @@
+"""Scale benchmark: metadata-only ``inspect + plan`` versus the Spark ways of getting the same statistics.
+
+What is compared, measured side by side in one run (median of ``--repeat`` runs of each, interleaved):
+
+* ``inspect+plan``   - ``compaction.inspect.inspect_table`` + ``compaction.core.planner.plan`` in this Python
+                       process (pyiceberg reads the manifests; no JVM). Also split into ``inspect`` and ``plan``.
+* ``fresh python``   - the same in a new Python process (interpreter start + imports + inspect + plan): what an
+                       Airflow task that shells out would pay.
+* ``spark-submit``   - what the alternative costs a DAG: a spark-submit process (JVM start, catalog + table load)
+                       that aggregates ``<table>.files`` per spec_id/partition/content (file count, bytes,
+                       records) and hands the rows back (JSON file). Whole subprocess wall clock.
+* ``spark in-session`` - the same query in an already-running SparkSession (this process's).
+
+The table is metadata only: data files are fake paths with realistic sizes, record counts and column statistics,
+registered with pyiceberg (``fast_append`` of ``DataFile`` objects, ~20k files per commit); position and equality
+delete files are registered through the Iceberg Java API in this process's SparkSession
+(``FileMetadata.deleteFileBuilder`` + ``newRowDelta``), since pyiceberg 0.12 cannot write delete manifests.
+By default the manifests are then rewritten by Spark's ``rewrite_manifests`` procedure, so that inspect reads
+Java-written manifests as on a Spark-maintained table (pyiceberg writes one Avro block per entry: ~3.5x larger
+manifests that decode ~1.4x slower; ``--manifests pyiceberg`` keeps them). Partitioning is
+``(days(ts), region)``. Catalog: SQLite in a temp folder (single writer).
+
+Correctness check (before anything is reported): the per-(spec, partition, content) totals of inspect, of both
+Spark paths and of the generator itself must be identical, and the fresh-python child must see the same digest.
+
+Usage::
+
+    .venv/bin/python bench/inspect_scale.py              # 10,000 partitions x 10 files (+ deletes), repeat 3
+    .venv/bin/python bench/inspect_scale.py --small      # 200 partitions, quick smoke
+    .venv/bin/python bench/inspect_scale.py --partitions 2000 --files-per-partition 5 --repeat 5 --profile
+
+Results: ``bench/results/inspect_scale.json`` + ``.txt`` (``inspect_scale_small.*`` for ``--small``).
+Absolute times are noisy: the machine has 2 cores and other people run Spark on it concurrently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as _dt
+import gc
+import hashlib
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+AGG_SCRIPT = BENCH_DIR / "_spark_files_agg.py"
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+CATALOG_NAME = "bench"
+NAMESPACE = "ns"
+TABLE = "t"
+TABLE_NAME = f"{NAMESPACE}.{TABLE}"
+SPARK_TABLE = f"{CATALOG_NAME}.{TABLE_NAME}"
+
+GOAL_SPEEDUP_VS_SPARK_SUBMIT = 10.0
+GOAL_INSPECT_PLAN_S = 10.0
+GOAL_PARTITIONS, GOAL_FILES = 10_000, 100_000
+
+REGIONS = (
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1", "eu-west-1", "eu-west-2",
+    "eu-west-3", "eu-central-1", "eu-north-1", "eu-south-1", "me-south-1", "af-south-1", "ap-south-1",
+    "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2",
+)
+FIRST_DAY = _dt.date(2023, 1, 1)
+EPOCH = _dt.date(1970, 1, 1)
+MB = 1024 * 1024
+
+# Content ids of the Iceberg spec: 0 data, 1 position deletes, 2 equality deletes.
+DATA, POS, EQ = 0, 1, 2
+
+StatKey = tuple[int, tuple[Any, ...], int]  # (spec_id, partition values (internal repr), content)
+Stats = dict[StatKey, tuple[int, int, int]]  # -> (file count, bytes, records)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Table generation
+# ------------------------------------------------------------------------------------------------------------
+def partition_values(n: int) -> list[tuple[int, str]]:
+    """``n`` partitions (days since epoch, region): ``len(REGIONS)`` regions per day, consecutive days."""
+    first = (FIRST_DAY - EPOCH).days
+    per_day = min(len(REGIONS), n)
+    return [(first + i // per_day, REGIONS[i % per_day]) for i in range(n)]
+
+
+def day_string(day: int) -> str:
+    return (EPOCH + _dt.timedelta(days=day)).isoformat()
+
+
+def data_file_size(rng: random.Random) -> int:
+    """Mostly small streaming-writer files, some compacted large ones (target 512 MB)."""
+    if rng.random() < 0.25:
+        return rng.randint(256 * MB, 512 * MB)
+    return int(min(200 * MB, max(64 * 1024, rng.lognormvariate(15.5, 1.2))))  # median ~5 MB
+
+
+class Generator:
+    """Deterministic description of the benchmark table (what we register, hence what every path must see)."""
+
+    def __init__(self, partitions: int, files_per_partition: int, delete_fraction: float, eq_fraction: float, seed: int):
+        self.partitions = partition_values(partitions)
+        self.files_per_partition = files_per_partition
+        self.rng = random.Random(seed)
+        self.delete_fraction = delete_fraction
+        self.eq_fraction = eq_fraction
+        self.expected: dict[StatKey, list[int]] = defaultdict(lambda: [0, 0, 0])
+        self.data_paths: dict[tuple[int, str], list[str]] = defaultdict(list)
+
+    def _count(self, part: tuple[int, str], content: int, size: int, records: int) -> None:
+        acc = self.expected[(0, part, content)]
+        acc[0] += 1
+        acc[1] += size
+        acc[2] += records
+
+    def data_files(self, location: str) -> Iterable[tuple[tuple[int, str], int, str, int, int]]:
+        """(partition, round, path, size, records) ordered by round then partition: a writer that appends one
+        file to every partition per batch (so files of one partition have different sequence numbers)."""
+        rng = self.rng
+        for rnd in range(self.files_per_partition):
+            for day, region in self.partitions:
+                size = data_file_size(rng)
+                records = max(1, size // rng.randint(80, 160))
+                path = f"{location}/data/ts_day={day_string(day)}/region={region}/{rnd:05d}-{rng.getrandbits(64):016x}.parquet"
+                self.data_paths[(day, region)].append(path)
+                self._count((day, region), DATA, size, records)
+                yield (day, region), rnd, path, size, records
+
+    def delete_files(self, location: str) -> list[dict[str, Any]]:
+        rng = self.rng
+        chosen = sorted(rng.sample(range(len(self.partitions)), round(len(self.partitions) * self.delete_fraction)))
+        out: list[dict[str, Any]] = []
+        for idx in chosen:
+            part = self.partitions[idx]
+            day, region = part
+            base = f"{location}/data/ts_day={day_string(day)}/region={region}"
+            for _ in range(rng.randint(1, 3)):
+                records = rng.randint(1, 2000)
+                size = 1500 + records * rng.randint(20, 40)
+                ref = rng.choice(self.data_paths[part]) if rng.random() < 0.5 else None
+                out.append(dict(content=POS, partition=part, path=f"{base}/pos-{rng.getrandbits(64):016x}.parquet",
+                                size=size, records=records, referenced=ref))
+                self._count(part, POS, size, records)
+            if rng.random() < self.eq_fraction:
+                for _ in range(rng.randint(1, 2)):
+                    records = rng.randint(1, 1000)
+                    size = 1200 + records * rng.randint(10, 20)
+                    out.append(dict(content=EQ, partition=part, path=f"{base}/eq-{rng.getrandbits(64):016x}.parquet",
+                                    size=size, records=records, referenced=None))
+                    self._count(part, EQ, size, records)
+        return out
+
+    def expected_stats(self) -> Stats:
+        return {k: (v[0], v[1], v[2]) for k, v in self.expected.items()}
+
+
+def create_table(catalog_cfg: Any) -> Any:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import DayTransform, IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+    catalog = catalog_cfg.load()
+    catalog.create_namespace(NAMESPACE)
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "ts", TimestamptzType(), required=True),
+        NestedField(3, "region", StringType(), required=True),
+        NestedField(4, "payload", StringType(), required=False),
+    )
+    spec = PartitionSpec(
+        PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="ts_day"),
+        PartitionField(source_id=3, field_id=1001, transform=IdentityTransform(), name="region"),
+    )
+    return catalog.create_table(
+        TABLE_NAME, schema, partition_spec=spec,
+        properties={"format-version": "2", "write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read",
+                    "write.merge.mode": "merge-on-read"},
+    )
+
+
+def append_data_files(table: Any, gen: Generator, files_per_commit: int) -> int:
+    """Register the data files with pyiceberg fast appends; returns the number of commits (= manifests)."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    pack_q = struct.Struct("<q").pack
+    spec_id = table.spec().spec_id
+    commits = 0
+    batch: list[Any] = []
+
+    def flush() -> None:
+        nonlocal commits, batch
+        if not batch:
+            return
+        with table.transaction() as tx:
+            with tx.update_snapshot().fast_append() as append:
+                for f in batch:
+                    append.append_data_file(f)
+        commits += 1
+        batch = []
+
+    next_id = 0
+    for (day, region), rnd, path, size, records in gen.data_files(table.location()):
+        ts_lo = day * 86_400_000_000 + rnd * 1_000_000
+        ts_hi = ts_lo + 3_600_000_000
+        df = DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=path,
+            file_format=FileFormat.PARQUET,
+            partition=Record(day, region),
+            record_count=records,
+            file_size_in_bytes=size,
+            column_sizes={1: records * 4, 2: records * 3, 3: 200, 4: size - records * 7 - 200},
+            value_counts={1: records, 2: records, 3: records, 4: records},
+            null_value_counts={1: 0, 2: 0, 3: 0, 4: records // 50},
+            nan_value_counts={},
+            lower_bounds={1: pack_q(next_id), 2: pack_q(ts_lo), 3: region.encode(), 4: b"aaaaaaaaaaaaaaaa"},
+            upper_bounds={1: pack_q(next_id + records - 1), 2: pack_q(ts_hi), 3: region.encode(), 4: b"zzzzzzzzzzzzzzzz"},
+            split_offsets=[4],
+            sort_order_id=0,
+        )
+        df.spec_id = spec_id
+        next_id += records
+        batch.append(df)
+        if len(batch) >= files_per_commit:
+            flush()
+    flush()
+    return commits
+
+
+def add_delete_files(spark: Any, deletes: list[dict[str, Any]], commits: int = 2) -> dict[str, Any]:
+    """Register delete files through the Iceberg Java API (pyiceberg 0.12 cannot write delete manifests)."""
+    jvm = spark.sparkContext._jvm
+    jtable = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, SPARK_TABLE)
+    jtable.refresh()
+    spec = jtable.spec()
+    file_metadata = jvm.org.apache.iceberg.FileMetadata
+    parquet = jvm.org.apache.iceberg.FileFormat.PARQUET
+    eq_ids = spark.sparkContext._gateway.new_array(jvm.int, 1)
+    eq_ids[0] = 1  # equality on "id"
+    paths: dict[tuple[int, str], str] = {}
+
+    referenced_supported = True
+    chunks = [deletes[i::commits] for i in range(commits)] if deletes else []
+    for chunk in chunks:
+        if not chunk:
+            continue
+        row_delta = jtable.newRowDelta()
+        for d in chunk:
+            part = d["partition"]
+            ppath = paths.get(part)
+            if ppath is None:
+                ppath = paths[part] = f"ts_day={day_string(part[0])}/region={part[1]}"
+            builder = file_metadata.deleteFileBuilder(spec)
+            builder = builder.ofPositionDeletes() if d["content"] == POS else builder.ofEqualityDeletes(eq_ids)
+            builder = (builder.withPath(d["path"]).withFormat(parquet).withFileSizeInBytes(d["size"])
+                       .withRecordCount(d["records"]).withPartitionPath(ppath))
+            if d["referenced"] is not None and referenced_supported:
+                try:
+                    builder = builder.withReferencedDataFile(d["referenced"])
+                except Exception:  # older runtime: file-scoped position deletes become partition-scoped
+                    referenced_supported = False
+            row_delta = row_delta.addDeletes(builder.build())
+        row_delta.commit()
+    return {"commits": len([c for c in chunks if c]), "referenced_data_file_supported": referenced_supported}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The measured paths
+# ------------------------------------------------------------------------------------------------------------
+def stats_from_state(state: Any) -> Stats:
+    from compaction.core.model import DeleteContent
+
+    acc: dict[StatKey, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for p in state.partitions:
+        values = tuple(f.value for f in p.key.fields)
+        if p.data_files:
+            a = acc[(p.key.spec_id, values, DATA)]
+            for f in p.data_files:
+                a[0] += 1
+                a[1] += f.size_bytes
+                a[2] += f.record_count
+        for d in p.delete_files:
+            a = acc[(p.key.spec_id, values, EQ if d.content is DeleteContent.EQUALITY else POS)]
+            a[0] += 1
+            a[1] += d.size_bytes
+            a[2] += d.record_count
+    return {k: (v[0], v[1], v[2]) for k, v in acc.items()}
+
+
+def stats_from_rows(rows: Iterable[Any]) -> Stats:
+    out: Stats = {}
+    for spec_id, values, content, count, size, records in rows:
+        key = (int(spec_id), tuple(values), int(content))
+        if key in out:
+            raise AssertionError(f"duplicate Spark row for {key}")
+        out[key] = (int(count), int(size), int(records))
+    return out
+
+
+def stats_digest(stats: Stats) -> str:
+    return hashlib.sha256(json.dumps(sorted([list(k[:1]) + list(k[1]) + [k[2]] + list(v) for k, v in stats.items()]),
+                                     separators=(",", ":")).encode()).hexdigest()
+
+
+def inspect_and_plan(catalog_cfg: Any) -> tuple[float, float, Any, Any]:
+    """One measured run: (inspect seconds, plan seconds, state, plan)."""
+    from compaction.core.planner import plan
+    from compaction.core.policy import CompactionPolicy
+    from compaction.inspect import inspect_table
+
+    t0 = time.perf_counter()
+    state = inspect_table(catalog_cfg, TABLE_NAME)
+    t1 = time.perf_counter()
+    result = plan(state, CompactionPolicy.resolve(state.properties), "auto", _dt.datetime.now(_dt.timezone.utc))
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t1, state, result
+
+
+def child_main(config_json: str) -> int:
+    """``--child``: inspect + plan in a fresh interpreter; prints one JSON line."""
+    from compaction.catalog import CatalogConfig
+
+    cfg = json.loads(config_json)
+    catalog_cfg = CatalogConfig(cfg["name"], cfg["properties"])
+    t_inspect, t_plan, state, result = inspect_and_plan(catalog_cfg)
+    print(json.dumps({"inspect_s": t_inspect, "plan_s": t_plan, "partitions": len(state.partitions),
+                      "decisions": len(result.decisions), "digest": stats_digest(stats_from_state(state))}))
+    return 0
+
+
+def run_fresh_python(catalog_cfg: Any) -> tuple[float, dict[str, Any]]:
+    cfg = json.dumps({"name": catalog_cfg.name, "properties": dict(catalog_cfg.properties)})
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", cfg],
+                          capture_output=True, text=True, cwd=str(ROOT), env=child_env())
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"fresh-python inspect failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return elapsed, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_GATEWAY", "_PYSPARK"))}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def spark_submit_command(catalog_cfg: Any, script: Path, out_json: Path, workdir: Path) -> list[str]:
+    """The spark-submit a DAG would run, from compaction.spark.session (the single source of Spark conf/jars)."""
+    from compaction.spark.session import SparkSettings, jar_paths, spark_conf
+
+    settings = SparkSettings.from_environment(app_name="inspect-scale-files-agg")
+    submit = ROOT / ".venv" / "bin" / "spark-submit"
+    if not submit.exists():
+        submit = Path(shutil.which("spark-submit") or "spark-submit")
+    cmd = [str(submit), "--master", settings.master, "--name", settings.app_name]
+    jars = [str(j) for j in jar_paths(settings)]
+    if jars:
+        cmd += ["--jars", ",".join(jars), "--driver-class-path", os.pathsep.join(jars)]
+    secrets = catalog_cfg.spark_secret_conf()
+    if secrets:  # never in argv
+        props = workdir / "secret.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in secrets.items()))
+        props.chmod(0o600)
+        cmd += ["--properties-file", str(props)]
+    for key, value in sorted(spark_conf(settings, [catalog_cfg]).items()):
+        cmd += ["--conf", f"{key}={value}"]
+    return cmd + [str(script), SPARK_TABLE, str(out_json)]
+
+
+def run_spark_submit(cmd: list[str], out_json: Path) -> tuple[float, list[Any]]:
+    if out_json.exists():
+        out_json.unlink()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(out_json.parent), env=child_env(), timeout=1800)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0 or "ROWS " not in proc.stdout:
+        raise RuntimeError(f"spark-submit failed ({proc.returncode}):\nSTDOUT:\n{proc.stdout[-2000:]}\n"
+                           f"STDERR:\n{proc.stderr[-6000:]}")
+    return elapsed, json.loads(out_json.read_text())
+
+
+def run_in_session(spark: Any) -> tuple[float, list[Any]]:
+    from _spark_files_agg import aggregate
+
+    t0 = time.perf_counter()
+    rows = aggregate(spark, SPARK_TABLE)
+    return time.perf_counter() - t0, rows
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Reporting helpers
+# ------------------------------------------------------------------------------------------------------------
+def summary(samples: list[float]) -> dict[str, Any]:
+    return {"median_s": statistics.median(samples), "min_s": min(samples), "max_s": max(samples),
+            "samples_s": [round(s, 4) for s in samples]}
+
+
+def compare(name: str, got: Stats, expected: Stats) -> None:
+    if got == expected:
+        return
+    missing = sorted(set(expected) - set(got))[:5]
+    extra = sorted(set(got) - set(expected))[:5]
+    differ = [(k, got[k], expected[k]) for k in sorted(set(got) & set(expected)) if got[k] != expected[k]][:5]
+    raise AssertionError(f"{name}: per-partition statistics differ from the generator's: {len(got)} vs "
+                         f"{len(expected)} keys; missing {missing}; extra {extra}; different {differ}")
+
+
+def profile_inspect_plan(catalog_cfg: Any, path: Path) -> list[dict[str, Any]]:
+    from compaction.core.planner import plan
+    from compaction.core.policy import CompactionPolicy
+    from compaction.inspect import inspect_table
+
+    gc.collect()
+    prof = cProfile.Profile()
+    prof.enable()
+    state = inspect_table(catalog_cfg, TABLE_NAME)
+    plan(state, CompactionPolicy.resolve(state.properties), "auto", _dt.datetime.now(_dt.timezone.utc))
+    prof.disable()
+    buf = io.StringIO()
+    st = pstats.Stats(prof, stream=buf)
+    st.sort_stats("tottime").print_stats(30)
+    st.sort_stats("cumulative").print_stats(40)
+    path.write_text(buf.getvalue())
+    top = []
+    raw = st.stats  # type: ignore[attr-defined]
+    for (filename, line, func), (_cc, ncalls, tottime, cumtime, _callers) in sorted(
+            raw.items(), key=lambda kv: kv[1][2], reverse=True)[:15]:
+        top.append({"function": f"{Path(filename).name}:{line}({func})", "ncalls": ncalls,
+                    "tottime_s": round(tottime, 3), "cumtime_s": round(cumtime, 3)})
+    return top
+
+
+def timed(label: str, fn: Callable[[], Any]) -> tuple[float, Any]:
+    print(f"  {label} ...", end="", flush=True)
+    t0 = time.perf_counter()
+    value = fn()
+    elapsed = time.perf_counter() - t0
+    print(f" {elapsed:.2f} s", flush=True)
+    return elapsed, value
+
+
+# ------------------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=None, help="number of partitions (default 10000; --small 200)")
+    ap.add_argument("--files-per-partition", type=int, default=10, help="data files per partition (default 10)")
+    ap.add_argument("--repeat", type=int, default=3, help="repeats of each measurement; medians are reported")
+    ap.add_argument("--small", action="store_true", help="quick smoke: 200 partitions, results *_small.*")
+    ap.add_argument("--delete-fraction", type=float, default=0.2, help="share of partitions with delete files")
+    ap.add_argument("--eq-fraction", type=float, default=0.3,
+                    help="share of the delete partitions that also get 1-2 equality delete files")
+    ap.add_argument("--files-per-commit", type=int, default=20_000, help="data files per pyiceberg commit")
+    ap.add_argument("--manifests", choices=("java", "pyiceberg"), default="java",
+                    help="java (default): finally rewrite all manifests with Spark's rewrite_manifests, as on a "
+                         "Spark-maintained table; pyiceberg: keep the manifests pyiceberg wrote (one Avro block per "
+                         "entry, ~3.5x larger and slower to decode than Java-written ones)")
+    ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile inspect+plan (automatic when inspect+plan exceeds the 10 s goal)")
+    ap.add_argument("--skip-spark-submit", action="store_true", help="debugging only: no spark-submit path")
+    ap.add_argument("--output", type=Path, default=None, help="result path stem (default bench/results/inspect_scale)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp folder (catalog + metadata)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child_main(args.child)
+
+    partitions = args.partitions or (200 if args.small else GOAL_PARTITIONS)
+    if partitions < 1 or args.files_per_partition < 1 or args.repeat < 1:
+        ap.error("--partitions, --files-per-partition and --repeat must be >= 1")
+    stem = args.output or (RESULTS_DIR / ("inspect_scale_small" if args.small else "inspect_scale"))
+    stem.parent.mkdir(parents=True, exist_ok=True)
+
+    from compaction.catalog import CatalogConfig
+    from compaction.spark.session import SparkSettings, build_session
+
+    workdir = Path(tempfile.mkdtemp(prefix="inspect-scale-"))
+    catalog_cfg = CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db", workdir / "warehouse")
+    gen = Generator(partitions, args.files_per_partition, args.delete_fraction, args.eq_fraction, args.seed)
+    print(f"inspect_scale: {partitions} partitions x {args.files_per_partition} data files, repeat {args.repeat}, "
+          f"workdir {workdir}", flush=True)
+    spark = None
+    try:
+        # ---------------- build ----------------
+        print("build:", flush=True)
+        table = create_table(catalog_cfg)
+        t_data, data_commits = timed(f"pyiceberg fast_append of {partitions * args.files_per_partition} data files",
+                                     lambda: append_data_files(table, gen, args.files_per_commit))
+        deletes = gen.delete_files(table.location())
+        t_session, spark = timed("SparkSession start (build_session)",
+                                 lambda: build_session([catalog_cfg], SparkSettings.from_environment(
+                                     app_name="inspect-scale-bench")))
+        t_deletes, delete_info = timed(f"Java API row delta of {len(deletes)} delete files",
+                                       lambda: add_delete_files(spark, deletes))
+        t_rewrite = None
+        if args.manifests == "java":
+            t_rewrite, _ = timed("Spark rewrite_manifests (Java-written manifests, clustered by partition)",
+                                 lambda: spark.sql(f"CALL {CATALOG_NAME}.system.rewrite_manifests(table => "
+                                                   f"'{TABLE_NAME}')").collect())
+        expected = gen.expected_stats()
+        table = catalog_cfg.load().load_table(TABLE_NAME)
+        snapshot = table.current_snapshot()
+        assert snapshot is not None
+        manifests = snapshot.manifests(table.io)
+        n_data = sum(v[0] for k, v in expected.items() if k[2] == DATA)
+        n_pos = sum(v[0] for k, v in expected.items() if k[2] == POS)
+        n_eq = sum(v[0] for k, v in expected.items() if k[2] == EQ)
+        table_info = {
+            "partitions": partitions, "data_files": n_data, "position_delete_files": n_pos,
+            "equality_delete_files": n_eq, "partitions_with_deletes": len({k[1] for k in expected if k[2] != DATA}),
+            "stat_rows": len(expected), "snapshots": len(table.metadata.snapshots), "manifests": len(manifests),
+            "manifest_bytes": sum(m.manifest_length for m in manifests), "manifests_written_by": args.manifests,
+            "format_version": 2,
+            "partitioning": "days(ts), identity(region)",
+        }
+        print(f"  table: {table_info}", flush=True)
+
+        # ---------------- measurements (interleaved) ----------------
+        out_json = workdir / "spark_submit_rows.json"
+        script = workdir / AGG_SCRIPT.name
+        shutil.copyfile(AGG_SCRIPT, script)
+        submit_cmd = spark_submit_command(catalog_cfg, script, out_json, workdir)
+        samples: dict[str, list[float]] = defaultdict(list)
+        load_before = os.getloadavg()
+        checks: dict[str, Any] = {}
+        last_state = last_plan = None
+        for r in range(1, args.repeat + 1):
+            print(f"repeat {r}/{args.repeat}:", flush=True)
+            gc.collect()
+            cpu0 = time.process_time()
+            t_i, t_p, last_state, last_plan = inspect_and_plan(catalog_cfg)
+            samples["inspect_plan_cpu"].append(time.process_time() - cpu0)
+            samples["inspect"].append(t_i)
+            samples["plan"].append(t_p)
+            samples["inspect_plan"].append(t_i + t_p)
+            print(f"  inspect {t_i:.2f} s + plan {t_p:.2f} s = {t_i + t_p:.2f} s", flush=True)
+            compare("inspect", stats_from_state(last_state), expected)
+
+            t_f, child = run_fresh_python(catalog_cfg)
+            samples["fresh_python_inspect_plan"].append(t_f)
+            samples["fresh_python_inner_inspect"].append(child["inspect_s"])
+            samples["fresh_python_inner_plan"].append(child["plan_s"])
+            print(f"  fresh python process {t_f:.2f} s (inspect {child['inspect_s']:.2f} + plan "
+                  f"{child['plan_s']:.2f})", flush=True)
+            if child["digest"] != stats_digest(expected) or child["decisions"] != partitions:
+                raise AssertionError(f"fresh-python child saw different statistics: {child}")
+
+            t_s, rows = run_in_session(spark)
+            samples["spark_in_session"].append(t_s)
+            print(f"  spark in-session files aggregation {t_s:.2f} s ({len(rows)} rows)", flush=True)
+            compare("spark in-session", stats_from_rows(rows), expected)
+
+            if not args.skip_spark_submit:
+                t_ss, rows = run_spark_submit(submit_cmd, out_json)
+                samples["spark_submit"].append(t_ss)
+                print(f"  spark-submit files aggregation {t_ss:.2f} s ({len(rows)} rows)", flush=True)
+                compare("spark-submit", stats_from_rows(rows), expected)
+        checks["per_partition_stats_identical"] = ["generator", "inspect", "fresh_python", "spark_in_session"] + (
+            [] if args.skip_spark_submit else ["spark_submit"])
+        checks["stat_rows"] = len(expected)
+        checks["digest"] = stats_digest(expected)
+        assert last_plan is not None and len(last_plan.decisions) == partitions, "plan must decide every partition"
+        kinds: dict[str, int] = defaultdict(int)
+        for d in last_plan.decisions:
+            kinds[str(getattr(d.kind, "value", d.kind))] += 1
+        checks["plan_decisions"] = dict(sorted(kinds.items()))
+        checks["plan_groups"] = len(last_plan.groups)
+        checks["plan_deferred"] = len(last_plan.deferred)
+
+        load_after = os.getloadavg()
+        times = {k: summary(v) for k, v in samples.items()}
+        ip = times["inspect_plan"]["median_s"]
+        ratios = {
+            "spark_in_session_over_inspect_plan": times["spark_in_session"]["median_s"] / ip,
+            "fresh_python_over_inspect_plan": times["fresh_python_inspect_plan"]["median_s"] / ip,
+        }
+        if "spark_submit" in times:
+            ratios["spark_submit_over_inspect_plan"] = times["spark_submit"]["median_s"] / ip
+            ratios["spark_submit_over_fresh_python"] = (
+                times["spark_submit"]["median_s"] / times["fresh_python_inspect_plan"]["median_s"])
+        at_goal_size = partitions >= GOAL_PARTITIONS and n_data >= GOAL_FILES
+        goals = {
+            "spark_submit_at_least_10x_slower": (ratios["spark_submit_over_inspect_plan"] >= GOAL_SPEEDUP_VS_SPARK_SUBMIT
+                                                 if "spark_submit_over_inspect_plan" in ratios else None),
+            "inspect_plan_under_10s_at_10k_partitions_100k_files": (ip < GOAL_INSPECT_PLAN_S) if at_goal_size else None,
+        }
+
+        hot_spots = None
+        if args.profile or ip > GOAL_INSPECT_PLAN_S:
+            prof_path = stem.with_name(stem.name + "_profile.txt")
+            print(f"profiling inspect+plan -> {prof_path}", flush=True)
+            hot_spots = {"file": str(prof_path.relative_to(ROOT) if prof_path.is_relative_to(ROOT) else prof_path),
+                         "top_tottime": profile_inspect_plan(catalog_cfg, prof_path)}
+
+        import pyiceberg
+        import pyspark
+
+        result = {
+            "benchmark": "inspect_scale",
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([".venv/bin/python", "bench/inspect_scale.py", *(argv if argv is not None else sys.argv[1:])]),
+            "config": {"partitions": partitions, "files_per_partition": args.files_per_partition,
+                       "repeat": args.repeat, "delete_fraction": args.delete_fraction,
+                       "eq_fraction": args.eq_fraction, "files_per_commit": args.files_per_commit, "seed": args.seed},
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "pyiceberg": pyiceberg.__version__,
+                        "pyspark": pyspark.__version__, "platform": platform.platform(),
+                        "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+                        "loadavg_1_5_15_after": [round(x, 2) for x in load_after],
+                        "note": "2-core machine shared with other people's Spark jobs: absolute times are noisy"},
+            "table": table_info,
+            "build_s": {"pyiceberg_data_files": round(t_data, 3), "data_commits": data_commits,
+                        "spark_session_start": round(t_session, 3), "java_delete_files": round(t_deletes, 3),
+                        "spark_rewrite_manifests": None if t_rewrite is None else round(t_rewrite, 3),
+                        **delete_info},
+            "times": times,
+            "ratios": ratios,
+            "goals": goals,
+            "checks": checks,
+            "spark_submit_command": [c if not c.startswith(str(workdir)) else "<tmp>/" + Path(c).name for c in submit_cmd],
+            "profile": hot_spots,
+        }
+        text = render(result)
+        print("\n" + text, flush=True)
+        stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        stem.with_suffix(".txt").write_text(text + "\n")
+        print(f"\nwrote {stem.with_suffix('.json')} and {stem.with_suffix('.txt')}")
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def render(r: dict[str, Any]) -> str:
+    t, ti, ra = r["times"], r["table"], r["ratios"]
+    lines = [
+        f"inspect_scale  {r['created_at']}  ({r['machine']['cpus']} cores, shared; absolute times are noisy)",
+        f"table: {ti['partitions']} partitions, {ti['data_files']} data files, {ti['position_delete_files']} position + "
+        f"{ti['equality_delete_files']} equality delete files ({ti['partitions_with_deletes']} partitions with deletes), "
+        f"{ti['manifests']} manifests ({ti['manifests_written_by']}-written), {ti['manifest_bytes'] / MB:.1f} MB of manifests",
+        f"build: pyiceberg data files {r['build_s']['pyiceberg_data_files']:.1f} s ({r['build_s']['data_commits']} commits), "
+        f"Java delete files {r['build_s']['java_delete_files']:.1f} s, SparkSession start "
+        f"{r['build_s']['spark_session_start']:.1f} s"
+        + (f", Spark rewrite_manifests {r['build_s']['spark_rewrite_manifests']:.1f} s"
+           if r["build_s"]["spark_rewrite_manifests"] is not None else ""),
+        f"load average (1 min) {r['machine']['loadavg_1_5_15_before'][0]} before, "
+        f"{r['machine']['loadavg_1_5_15_after'][0]} after the measurements",
+        f"median of {r['config']['repeat']} (min-max):",
+    ]
+    rows = [
+        ("inspect (pyiceberg manifests -> TableState)", "inspect"),
+        ("plan (planner over TableState)", "plan"),
+        ("inspect + plan, in process", "inspect_plan"),
+        ("  (its CPU time)", "inspect_plan_cpu"),
+        ("inspect + plan, fresh python process", "fresh_python_inspect_plan"),
+        ("Spark files aggregation, in-session", "spark_in_session"),
+        ("Spark files aggregation, spark-submit", "spark_submit"),
+    ]
+    for label, key in rows:
+        if key in t:
+            lines.append(f"  {label:<46} {t[key]['median_s']:8.2f} s   ({t[key]['min_s']:.2f}-{t[key]['max_s']:.2f})")
+    lines.append("ratios (median / median):")
+    for key, label in (("spark_submit_over_inspect_plan", "spark-submit / inspect+plan"),
+                       ("spark_in_session_over_inspect_plan", "in-session Spark / inspect+plan"),
+                       ("spark_submit_over_fresh_python", "spark-submit / fresh-python inspect+plan"),
+                       ("fresh_python_over_inspect_plan", "fresh-python / in-process inspect+plan")):
+        if key in ra:
+            lines.append(f"  {label:<46} {ra[key]:8.1f} x")
+    g = r["goals"]
+    lines.append(f"goals: >=10x faster than spark-submit: {g['spark_submit_at_least_10x_slower']}; "
+                 f"inspect+plan < 10 s at 10k partitions/100k files: {g['inspect_plan_under_10s_at_10k_partitions_100k_files']}")
+    c = r["checks"]
+    lines.append(f"check: per-partition (spec, partition, content) file count/bytes/records identical across "
+                 f"{', '.join(c['per_partition_stats_identical'])} ({c['stat_rows']} rows); plan decisions "
+                 f"{c['plan_decisions']}, {c['plan_groups']} groups, {c['plan_deferred']} deferred")
+    if r.get("profile"):
+        lines.append(f"profile: {r['profile']['file']}; top by own time:")
+        for h in r["profile"]["top_tottime"][:8]:
+            lines.append(f"  {h['tottime_s']:7.2f} s own {h['cumtime_s']:7.2f} s cum {h['ncalls']:>9} calls  {h['function']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
