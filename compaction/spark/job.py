@@ -1,0 +1,258 @@
+"""Runs one job group of a :class:`CompactionPlan` inside Spark and reports a JSON-serializable result.
+
+Per partition: re-inspect (the plan may be stale), compact, validate, retry conflicts with backoff. One partition's
+failure never loses another's committed work: every partition commits on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from compaction.core.errors import CommitConflictError, CommitValidationError, CompactionError, RewriteJobError
+from compaction.core.identifiers import quoted
+from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask, partition_key_to_dict
+from compaction.core.planner import evaluate_partition
+from compaction.spark import jvm as J
+from compaction.spark.expressions import java_partition_expression, spark_partition_predicate
+from compaction.spark.major import major_compact, sleep_backoff
+from compaction.spark.partition_files import scan_partition
+from compaction.spark.validation import (
+    ValidationLevel,
+    classify_java_error,
+    fingerprint,
+    rollback_if_current,
+)
+
+RESULT_FORMAT_VERSION = 1
+MAX_RETRIES_DEFAULT = 3
+
+# Partition statuses written to the result and the ledger.
+COMMITTED = "committed"
+NO_OP = "no_op"
+SKIPPED = "skipped"
+CONFLICT = "conflict"
+FAILED = "failed"
+ROLLED_BACK = "rolled_back"
+NEEDS_ATTENTION = "needs_attention"
+UNSUPPORTED = "unsupported"
+
+
+@dataclass
+class PartitionResult:
+    partition: dict[str, Any]
+    label: str
+    kind: str
+    status: str = FAILED
+    reason: str = ""
+    attempts: int = 0
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    base_snapshot_id: int | None = None
+    commit_snapshot_ids: list[int] = field(default_factory=list)
+    before: dict[str, int] = field(default_factory=dict)
+    after: dict[str, int] = field(default_factory=dict)
+    rewritten_data_files: int = 0
+    added_data_files: int = 0
+    removed_delete_files: int = 0
+    duration_ms: int = 0
+    validation: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_class: str | None = None
+    exit_code: int = 0
+
+
+@dataclass
+class GroupResult:
+    plan_id: str
+    group_id: int
+    table: str
+    status: str = "succeeded"
+    partitions: list[PartitionResult] = field(default_factory=list)
+    error: str | None = None
+    exit_code: int = 0
+    result_format_version: int = RESULT_FORMAT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _merge_tasks(tasks: tuple[CompactionTask, ...]) -> list[CompactionTask]:
+    """Pieces of a split partition run as one unit here (the rewrite action bins files itself), in plan order."""
+    seen: dict[Any, CompactionTask] = {}
+    for task in tasks:
+        seen.setdefault(task.partition, task)
+    return list(seen.values())
+
+
+def _emit(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, commits: list[int],
+              level: ValidationLevel, base_sequence_number: int | None, expression: Any,
+              result: PartitionResult) -> None:
+    """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies."""
+    checks: list[dict[str, Any]] = []
+    predicate = spark_partition_predicate(spark, table, catalog_name, key)
+    cache: dict[int, Any] = {}
+
+    def at(snapshot_id: int) -> Any:
+        if snapshot_id not in cache:  # the rewrite's snapshot is the cleanup's parent: read it once
+            cache[snapshot_id] = fingerprint(spark, ref, snapshot_id, predicate, level)
+        return cache[snapshot_id]
+
+    for sid in commits:
+        parent = table.snapshot(int(sid)).parentId()
+        before = at(int(parent))
+        after = at(int(sid))
+        ok = before == after
+        checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
+                       "after": after and after.to_dict(), "ok": ok})
+        if not ok:
+            result.validation = {"level": level.value, "result": "failed", "checks": checks}
+            raise CommitValidationError(
+                f"partition {result.label}: rows differ between snapshot {sid} and its parent {parent} "
+                f"({before} != {after})"
+            )
+    if commits and result.kind == CompactionKind.MAJOR.value and base_sequence_number is not None:
+        after_files = scan_partition(spark, table, expression, commits[-1])
+        after_files.refine_position_deletes(spark)
+        # Deletes committed concurrently (seq > our base) legitimately apply to the rewritten files.
+        leftovers = sorted(
+            path for path, refs in after_files.applied.items()
+            for ref in refs if int(after_files.deletes[ref].dataSequenceNumber()) <= base_sequence_number
+        )
+        if leftovers:
+            result.validation = {"level": level.value, "result": "failed", "checks": checks,
+                                 "files_with_deletes": leftovers[:20]}
+            raise CommitValidationError(
+                f"partition {result.label}: {len(leftovers)} live data file(s) still have a pre-existing delete "
+                "applied after MAJOR"
+            )
+    result.validation = {"level": level.value, "result": "passed" if level is not ValidationLevel.NONE else "skipped",
+                         "checks": checks}
+
+
+def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: CompactionTask, *,
+             level: ValidationLevel, max_retries: int,
+             progress: Callable[[str], None] | None = None) -> PartitionResult:
+    key = task.partition
+    result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value)
+    started = time.monotonic()
+    ref = quoted(plan.table)
+    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+    try:
+        table = J.load_table(spark, identifier)
+    except Exception as e:
+        err = classify_java_error(e, f"cannot load {identifier}")
+        result.error, result.exit_code, result.status = str(err), err.exit_code, FAILED
+        return result
+    if task.kind is not CompactionKind.MAJOR:
+        result.status = UNSUPPORTED
+        result.reason = f"{task.kind.value} compaction is not implemented by this version of the Spark job"
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+        return result
+    covers_whole_table = key.is_unpartitioned and len(list(table.specs().keySet())) == 1
+    attempt = 0
+    while True:
+        attempt += 1
+        result.attempts = attempt
+        commits: list[int] = []
+        try:
+            table.refresh()
+            current = table.currentSnapshot()
+            base_id = int(current.snapshotId()) if current is not None else None
+            base_seq = int(current.sequenceNumber()) if current is not None else None
+            expression = java_partition_expression(spark, table, key)
+            before = scan_partition(spark, table, expression, base_id)
+            result.base_snapshot_id = base_id
+            result.before = before.counts()
+            planned_files = set(task.data_files) | set(task.delete_files)
+            present = set(before.data) | {path for path, _ in before.deletes}
+            if base_id != plan.base_snapshot_id and not planned_files <= present:
+                # Stale plan: decide again from what is there now, with the plan's own policy and mode.
+                decision = evaluate_partition(before.to_state(key), plan.policy, plan.mode, plan.format_version)
+                if decision.kind is CompactionKind.NONE:
+                    result.status, result.reason = SKIPPED, f"changed since planning: {decision.reason}"
+                    result.after = result.before
+                    break
+                result.reason = f"changed since planning, re-evaluated: {decision.reason}"
+            _emit(progress, f"icecompact: MAJOR {key.label()} attempt {attempt}: "
+                            f"{result.before['data_files']} data / {result.before['delete_files']} delete files")
+            outcome = major_compact(
+                spark, table, expression, key, target_file_size_bytes=plan.policy.target_file_size_bytes,
+                plan_id=plan.plan_id, covers_whole_table=covers_whole_table, before=before,
+            )
+            commits = outcome.commit_snapshot_ids
+            result.commit_snapshot_ids = commits
+            result.rewritten_data_files = outcome.rewritten_data_files
+            result.added_data_files = outcome.added_data_files
+            result.removed_delete_files = outcome.removed_delete_files
+            result.after = outcome.after
+            _validate(spark, table, ref, plan.table.catalog, key, commits, level, base_seq, expression, result)
+            result.status = COMMITTED if commits else NO_OP
+            break
+        except CommitValidationError as e:
+            result.error, result.error_class, result.exit_code = str(e), type(e).__name__, e.exit_code
+            result.status = _undo(spark, table, commits)
+            break
+        except Exception as e:  # py4j errors from Iceberg, classified
+            err = classify_java_error(e, f"MAJOR {key.label()}")
+            if commits:  # committed, then something failed (e.g. our own check): never keep it silently
+                result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
+                result.status = _undo(spark, table, commits)
+                break
+            if isinstance(err, CommitConflictError) and attempt <= max_retries:
+                result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
+                                         "message": str(err)[:2000]})
+                _emit(progress, f"icecompact: conflict on {key.label()} (attempt {attempt}), retrying: {err}")
+                sleep_backoff(attempt)
+                continue
+            if isinstance(err, CommitConflictError):
+                result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
+                                         "message": str(err)[:2000]})
+                result.status = CONFLICT
+            else:
+                result.status = FAILED
+            result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
+            break
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    _emit(progress, f"icecompact: {key.label()} -> {result.status}")
+    return result
+
+
+def _undo(spark: Any, table: Any, commits: list[int]) -> str:
+    """Roll our snapshots back newest first while each is still current; otherwise flag for a human."""
+    for sid in reversed(commits):
+        parent = table.snapshot(int(sid)).parentId()
+        if parent is None or not rollback_if_current(spark, table, sid, int(parent)):
+            return NEEDS_ATTENTION
+    return ROLLED_BACK
+
+
+def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: ValidationLevel,
+              max_retries: int = MAX_RETRIES_DEFAULT,
+              progress: Callable[[str], None] | None = None) -> GroupResult:
+    groups = {g.group_id: g for g in plan.groups}
+    result = GroupResult(plan.plan_id, group_id, str(plan.table))
+    if group_id not in groups:
+        result.status, result.exit_code = "failed", 4
+        result.error = f"plan {plan.plan_id} has no job group {group_id} (groups: {sorted(groups)})"
+        return result
+    for task in _merge_tasks(groups[group_id].tasks):
+        result.partitions.append(run_task(spark, plan.table.catalog, plan, task, level=level,
+                                          max_retries=max_retries, progress=progress))
+    bad = [p for p in result.partitions if p.status in (FAILED, CONFLICT, ROLLED_BACK, NEEDS_ATTENTION, UNSUPPORTED)]
+    if not bad:
+        result.status = "succeeded"
+    else:
+        result.status = "partial" if len(bad) < len(result.partitions) else "failed"
+        result.exit_code = max((p.exit_code for p in bad), default=0) or RewriteJobError.exit_code
+        result.error = "; ".join(f"{p.label}: {p.status}{': ' + p.error if p.error else ''}" for p in bad)[:4000]
+    return result
+
+
+def error_result(plan_id: str, group_id: int, table: str, error: CompactionError) -> GroupResult:
+    return GroupResult(plan_id, group_id, table, status="failed", error=str(error), exit_code=error.exit_code)

@@ -1,0 +1,179 @@
+"""MAJOR compaction of one partition: Iceberg's rewrite action with every delete applied, then our own removal of
+the delete files left dangling, then the post-commit invariant check.
+
+Iceberg rules this module relies on (DESIGN.md §2):
+* the rewrite keeps the *starting* sequence number (``use-starting-sequence-number``) so equality deletes committed
+  concurrently still apply to the rewritten files;
+* a position delete or DV applies only to the data file it names: once that file is gone it can never apply again
+  (paths are unique), so removing it is always safe;
+* an equality delete with data seq S applies to data files of its partition with data seq < S; removing it is safe
+  only when no such file is live, and stays safe only if no concurrent commit adds one (checked after commit).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from compaction.core.errors import CommitConflictError, CommitValidationError
+from compaction.core.model import DeleteContent, PartitionKey
+from compaction.spark import jvm as J
+from compaction.spark.partition_files import (
+    PartitionFiles,
+    added_data_files,
+    delete_kind,
+    scan_partition,
+    snapshots_between,
+)
+
+TASK_PROPERTY = "icecompact.task-attempt"
+PLAN_PROPERTY = "icecompact.plan-id"
+
+
+@dataclass
+class MajorOutcome:
+    base_snapshot_id: int | None
+    commit_snapshot_ids: list[int]
+    rewritten_data_files: int
+    added_data_files: int
+    removed_delete_files: int
+    before: dict[str, int]
+    after: dict[str, int]
+
+
+def _find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | None:
+    table.refresh()
+    current = table.currentSnapshot()
+    if current is None:
+        return None
+    for sid in reversed(snapshots_between(table, base_snapshot_id, int(current.snapshotId()))):
+        summary = table.snapshot(sid).summary()
+        if summary is not None and str(summary.get(TASK_PROPERTY)) == tag:
+            return sid
+    return None
+
+
+def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
+                      plan_id: str, tag: str) -> tuple[int, int, int]:
+    """Run Iceberg's RewriteDataFiles on the partition in one commit; returns (rewritten, added, removed deletes)."""
+    actions = J.jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    action = (
+        actions.rewriteDataFiles(table)
+        .filter(expression)
+        .option("target-file-size-bytes", str(int(target_file_size_bytes)))
+        # A file with any delete is always rewritten (Iceberg: delete-file-threshold).
+        .option("delete-file-threshold", "1")
+        .option("min-input-files", "2")
+        .option("use-starting-sequence-number", "true")
+        # Our own cleanup (remove_dangling_deletes) runs instead: Iceberg's runs as an untagged extra commit and
+        # skips unpartitioned tables and deletes committed at the starting sequence number.
+        .option("remove-dangling-deletes", "false")
+        .option("partial-progress.enabled", "false")
+        .snapshotProperty(TASK_PROPERTY, tag)
+        .snapshotProperty(PLAN_PROPERTY, plan_id)
+    )
+    result = action.execute()
+    return (int(result.rewrittenDataFilesCount()), int(result.addedDataFilesCount()),
+            int(result.removedDeleteFilesCount()))
+
+
+def remove_dangling_deletes(spark: Any, table: Any, expression: Any, key: PartitionKey, *, plan_id: str,
+                            tag: str, covers_whole_table: bool) -> tuple[int | None, int]:
+    """Remove live delete files of the partition that apply to no live data file. Returns (snapshot, count)."""
+    table.refresh()
+    current = table.currentSnapshot()
+    if current is None:
+        return None, 0
+    base_id = int(current.snapshotId())
+    files = scan_partition(spark, table, expression, base_id)
+    files.refine_position_deletes(spark)
+    removable = []
+    for ref in files.dangling():
+        d = files.deletes[ref]
+        spec = table.specs().get(int(d.specId()))
+        is_global_equality = delete_kind(d) is DeleteContent.EQUALITY and spec.isUnpartitioned()
+        if is_global_equality and not covers_whole_table:
+            continue  # a global equality delete may apply to other partitions: our scan does not prove it unused
+        removable.append(d)
+    if not removable:
+        return None, 0
+    rewrite = table.newRewrite().validateFromSnapshot(base_id).set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id)
+    for d in removable:
+        rewrite = rewrite.deleteFile(d)
+    rewrite.commit()
+    commit_id = _find_tagged_snapshot(table, base_id, tag)
+    if commit_id is None:
+        raise CommitConflictError("dangling-delete cleanup committed but its snapshot was not found on main")
+    _check_no_older_data_added(spark, table, expression, base_id, commit_id, removable)
+    return commit_id, len(removable)
+
+
+def _check_no_older_data_added(spark: Any, table: Any, expression: Any, base_id: int, commit_id: int,
+                               removed: list[Any]) -> None:
+    """Our own check, which Iceberg does not make for removed delete files: if a commit between our base and our
+    commit added a data file with data seq < S of a removed equality delete into its scope, that delete was still
+    needed (a concurrent rewrite keeping its starting sequence number)."""
+    equality = [d for d in removed if delete_kind(d) is DeleteContent.EQUALITY]
+    if not equality:
+        return
+    max_seq = max(int(d.dataSequenceNumber()) for d in equality)
+    expressions = J.jvm(spark).org.apache.iceberg.expressions
+    for sid in snapshots_between(table, base_id, commit_id)[:-1]:
+        for f in added_data_files(table, sid):
+            seq = f.dataSequenceNumber()
+            if seq is not None and int(seq) < max_seq:
+                spec = table.specs().get(int(f.specId()))
+                in_scope = expressions.Projections.inclusive(spec).project(expression)
+                if expressions.Evaluator(spec.partitionType(), in_scope).eval(f.partition()):
+                    raise CommitValidationError(
+                        f"snapshot {sid} added data file {f.location()} with data sequence number {int(seq)} "
+                        f"< {max_seq} of a removed equality delete: the delete was still needed"
+                    )
+
+
+def new_tag() -> str:
+    return uuid.uuid4().hex
+
+
+def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *, target_file_size_bytes: int,
+                  plan_id: str, covers_whole_table: bool, before: PartitionFiles) -> MajorOutcome:
+    """One attempt: rewrite + cleanup. Raises py4j errors from the action (the caller classifies them)."""
+    base_id = before.snapshot_id
+    tag = new_tag()
+    rewritten, added, removed_by_action = rewrite_partition(
+        spark, table, expression, target_file_size_bytes=target_file_size_bytes, plan_id=plan_id, tag=tag
+    )
+    commits: list[int] = []
+    if rewritten or added or removed_by_action:
+        sid = _find_tagged_snapshot(table, int(base_id), tag) if base_id is not None else None
+        if sid is None:
+            raise CommitConflictError("rewrite committed but its snapshot was not found on main")
+        commits.append(sid)
+    cleanup_tag = new_tag()
+    cleanup_id, removed = remove_dangling_deletes(
+        spark, table, expression, key, plan_id=plan_id, tag=cleanup_tag, covers_whole_table=covers_whole_table
+    )
+    if cleanup_id is not None:
+        commits.append(cleanup_id)
+    table.refresh()
+    last = commits[-1] if commits else base_id
+    after = scan_partition(spark, table, expression, last)
+    return MajorOutcome(
+        base_snapshot_id=base_id,
+        commit_snapshot_ids=commits,
+        rewritten_data_files=rewritten,
+        added_data_files=added,
+        removed_delete_files=removed_by_action + removed,
+        before=before.counts(),
+        after=after.counts(),
+    )
+
+
+def backoff_seconds(attempt: int, base: float = 0.5, cap: float = 10.0) -> float:
+    return min(cap, base * (2 ** max(0, attempt - 1)))
+
+
+def sleep_backoff(attempt: int) -> None:
+    time.sleep(backoff_seconds(attempt))

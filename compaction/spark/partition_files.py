@@ -1,0 +1,169 @@
+"""What Iceberg itself says about one partition's files at a snapshot (Java API over py4j).
+
+The source of truth inside the Spark job: data files selected by the partition expression, the delete files
+Iceberg's own scan planning applies to each of them (``FileScanTask.deletes()``, i.e. the spec's sequence-number and
+partition rules plus statistics pruning), and every live delete file of the partition (including dangling ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey, PartitionState
+
+# Reserved field id of ``file_path`` in position delete files (Iceberg spec, "Position Delete Files").
+FILE_PATH_FIELD_ID = 2147483546
+
+
+def _iterate(iterable: Any) -> Iterator[Any]:
+    it = iterable.iterator()
+    try:
+        while it.hasNext():
+            yield it.next()
+    finally:
+        close = getattr(iterable, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # closing a metadata iterator must not mask the real outcome
+                pass
+
+
+def delete_ref(f: Any) -> tuple[str, int]:
+    """Identity of a delete file; DVs share one Puffin file, so the blob offset is part of it."""
+    offset = f.contentOffset()
+    return str(f.location()), int(offset) if offset is not None else -1
+
+
+def delete_kind(f: Any) -> DeleteContent:
+    content = str(f.content().toString())
+    if content == "EQUALITY_DELETES":
+        return DeleteContent.EQUALITY
+    if str(f.format().toString()).upper() == "PUFFIN":
+        return DeleteContent.DELETION_VECTOR
+    return DeleteContent.POSITION
+
+
+@dataclass
+class PartitionFiles:
+    snapshot_id: int | None
+    data: dict[str, Any] = field(default_factory=dict)  # path -> Java DataFile
+    data_sequence: dict[str, int] = field(default_factory=dict)
+    deletes: dict[tuple[str, int], Any] = field(default_factory=dict)  # every live delete file in scope
+    applied: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # data path -> applied deletes
+
+    @property
+    def applied_refs(self) -> set[tuple[str, int]]:
+        return set().union(*self.applied.values()) if self.applied else set()
+
+    def refine_position_deletes(self, spark: Any) -> None:
+        """Replace Iceberg's bounds-based guess with the real targets of multi-file position delete files.
+
+        Iceberg plans a position delete file that names several data files (no ``referenced_data_file``) against
+        every data file whose path falls between the file's ``file_path`` bounds and whose data sequence number is
+        <= the delete's. After a rewrite that kept the starting sequence number, such a file can look "applied" to
+        a new file it never names. Reading the distinct ``file_path`` values of the delete file tells the truth."""
+        pending = [
+            ref for ref, d in self.deletes.items()
+            if delete_kind(d) is DeleteContent.POSITION and d.referencedDataFile() is None
+        ]
+        if not pending:
+            return
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        frames = [
+            spark.read.parquet(ref[0]).select(F.lit(i).alias("i"), F.col("file_path")).distinct()
+            for i, ref in enumerate(pending)
+        ]
+        targets: dict[tuple[str, int], set[str]] = {ref: set() for ref in pending}
+        for row in reduce(lambda a, b: a.unionByName(b), frames).collect():
+            targets[pending[int(row["i"])]].add(str(row["file_path"]))
+        for path, refs in self.applied.items():
+            for ref in [r for r in refs if r in targets and path not in targets[r]]:
+                refs.discard(ref)
+
+    def dangling(self) -> list[tuple[str, int]]:
+        """Live delete files in scope that Iceberg applies to no live data file in scope."""
+        used = self.applied_refs
+        return sorted(ref for ref in self.deletes if ref not in used)
+
+    def files_with_deletes(self) -> list[str]:
+        return sorted(path for path, refs in self.applied.items() if refs)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "data_files": len(self.data),
+            "data_bytes": sum(int(f.fileSizeInBytes()) for f in self.data.values()),
+            "records": sum(int(f.recordCount()) for f in self.data.values()),
+            "delete_files": len(self.deletes),
+            "delete_records": sum(int(f.recordCount()) for f in self.deletes.values()),
+            "equality_delete_files": sum(1 for f in self.deletes.values() if delete_kind(f) is DeleteContent.EQUALITY),
+        }
+
+    def to_state(self, key: PartitionKey) -> PartitionState:
+        """The planner's view of these files (for re-evaluating a stale plan inside the job)."""
+        data = tuple(
+            DataFileInfo(path, int(f.fileSizeInBytes()), int(f.recordCount()), self.data_sequence[path])
+            for path, f in sorted(self.data.items())
+        )
+        deletes = []
+        for ref, f in sorted(self.deletes.items()):
+            referenced = f.referencedDataFile()
+            deletes.append(
+                DeleteFileInfo(
+                    path=ref[0],
+                    content=delete_kind(f),
+                    size_bytes=int(f.contentSizeInBytes()) if f.contentSizeInBytes() is not None else int(f.fileSizeInBytes()),
+                    record_count=int(f.recordCount()),
+                    data_sequence_number=int(f.dataSequenceNumber()),
+                    referenced_data_file=str(referenced) if referenced is not None else None,
+                    equality_ids=tuple(int(i) for i in (f.equalityFieldIds() or [])),
+                    content_offset=ref[1] if ref[1] >= 0 else None,
+                )
+            )
+        return PartitionState(key=key, data_files=data, delete_files=tuple(deletes))
+
+
+def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | None) -> PartitionFiles:
+    """Files of the partition selected by ``expression`` at ``snapshot_id`` (None: table has no snapshot)."""
+    result = PartitionFiles(snapshot_id)
+    if snapshot_id is None:
+        return result
+    scan = table.newScan().useSnapshot(int(snapshot_id)).filter(expression).ignoreResiduals()
+    for task in _iterate(scan.planFiles()):
+        f = task.file()
+        path = str(f.location())
+        result.data[path] = f
+        result.data_sequence[path] = int(f.dataSequenceNumber())
+        refs = result.applied.setdefault(path, set())
+        for d in task.deletes():
+            ref = delete_ref(d)
+            refs.add(ref)
+            result.deletes[ref] = d
+    j = spark.sparkContext._jvm
+    snapshot = table.snapshot(int(snapshot_id))
+    specs = table.specs()
+    for manifest in snapshot.deleteManifests(table.io()):
+        reader = j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, table.io(), specs).filterRows(expression)
+        for d in _iterate(reader):
+            ref = delete_ref(d)
+            result.deletes.setdefault(ref, d.copy())
+    return result
+
+
+def added_data_files(table: Any, snapshot_id: int) -> Iterator[Any]:
+    return _iterate(table.snapshot(int(snapshot_id)).addedDataFiles(table.io()))
+
+
+def snapshots_between(table: Any, base_snapshot_id: int, until_snapshot_id: int) -> list[int]:
+    """Snapshot ids after ``base`` up to and including ``until`` on main's ancestry, oldest first."""
+    chain: list[int] = []
+    current = table.snapshot(int(until_snapshot_id))
+    while current is not None and int(current.snapshotId()) != int(base_snapshot_id):
+        chain.append(int(current.snapshotId()))
+        parent = current.parentId()
+        current = table.snapshot(int(parent)) if parent is not None else None
+    return list(reversed(chain))

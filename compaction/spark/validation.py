@@ -1,0 +1,118 @@
+"""Commit validation, layers (b) and (c) of the design, plus a safe rollback.
+
+(a) is Iceberg's own optimistic-concurrency validation (``validateFromSnapshot``) inside every commit we make.
+(b) :func:`classify_java_error` maps what went wrong to a ``CompactionError`` subclass (conflict vs failure).
+(c) :func:`fingerprint` computes the live row count and an order-independent content checksum of a partition's
+    rows at a snapshot (Spark time travel); the job compares the compaction snapshot with its parent.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from compaction.core.errors import CommitConflictError, CompactionError, ConfigError, RewriteJobError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+
+class ValidationLevel(str, enum.Enum):
+    NONE = "none"
+    COUNT = "count"
+    CHECKSUM = "checksum"
+
+    @classmethod
+    def parse(cls, value: str) -> ValidationLevel:
+        try:
+            return cls(str(value).lower())
+        except ValueError as e:
+            raise ConfigError(f"invalid validation level {value!r}: expected none, count or checksum") from e
+
+
+VALIDATION_LEVEL_DEFAULT = ValidationLevel.CHECKSUM
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    rows: int
+    checksum: str | None  # decimal string; None at level count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "checksum": self.checksum}
+
+
+def fingerprint(spark: SparkSession, table_ref: str, snapshot_id: int, predicate: Column,
+                level: ValidationLevel) -> Fingerprint | None:
+    """Live rows of the partition at ``snapshot_id`` (deletes applied by Iceberg's reader)."""
+    if level is ValidationLevel.NONE:
+        return None
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref).where(predicate)
+    if level is ValidationLevel.COUNT:
+        return Fingerprint(int(df.count()), None)
+    # Order-independent: sum of per-row 64-bit hashes of the row's JSON (to_json keeps column names, so
+    # (a, null) and (null, a) differ, unlike hashing the columns directly). Summed as decimal: no overflow.
+    row_hash = F.xxhash64(F.to_json(F.struct(*[F.col("`" + c.replace("`", "``") + "`") for c in df.columns])))
+    agg = df.agg(F.count(F.lit(1)).alias("n"), F.sum(row_hash.cast("decimal(38,0)")).alias("h")).collect()[0]
+    return Fingerprint(int(agg["n"]), str(agg["h"] if agg["h"] is not None else 0))
+
+
+def java_exception_chain(error: BaseException) -> list[tuple[str, str]]:
+    """(class name, message) of a py4j Java exception and its causes, outermost first."""
+    java = getattr(error, "java_exception", None)
+    chain: list[tuple[str, str]] = []
+    seen = 0
+    while java is not None and seen < 20:
+        chain.append((str(java.getClass().getName()), str(java.getMessage())))
+        java = java.getCause()
+        seen += 1
+    return chain
+
+
+_CONFLICT_CLASSES = (
+    "org.apache.iceberg.exceptions.ValidationException",
+    "org.apache.iceberg.exceptions.CommitFailedException",
+)
+
+
+def classify_java_error(error: BaseException, what: str) -> CompactionError:
+    """Iceberg ValidationException / CommitFailedException -> retryable CommitConflictError; anything else ->
+    RewriteJobError. The message names the Java class and message (no stack)."""
+    if isinstance(error, CompactionError):
+        return error
+    chain = java_exception_chain(error)
+    for cls, message in chain:
+        if cls in _CONFLICT_CLASSES:
+            err: CompactionError = CommitConflictError(f"{what}: {cls.rsplit('.', 1)[-1]}: {message}")
+            err.java_class = cls  # type: ignore[attr-defined]
+            return err
+    if chain:
+        cls, message = chain[0]
+        err = RewriteJobError(f"{what}: {cls.rsplit('.', 1)[-1]}: {message}")
+        err.java_class = cls  # type: ignore[attr-defined]
+        return err
+    return RewriteJobError(f"{what}: {type(error).__name__}: {error}")
+
+
+def rollback_if_current(spark: SparkSession, table: Any, commit_snapshot_id: int, parent_snapshot_id: int) -> bool:
+    """Make ``parent`` current again, only if ``commit`` is still the current snapshot.
+
+    A single compare-and-swap on the table metadata with no retry: Iceberg's ``rollbackTo`` would refresh and
+    re-apply after a concurrent commit, silently dropping that writer's snapshot from main. Returns whether the
+    rollback happened (False: someone committed after us -> the run needs human attention)."""
+    ops = table.operations()
+    base = ops.refresh()
+    current = base.currentSnapshot()
+    if current is None or int(current.snapshotId()) != int(commit_snapshot_id):
+        return False
+    builder = spark.sparkContext._jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+    updated = builder.setBranchSnapshot(int(parent_snapshot_id), "main").build()
+    try:
+        ops.commit(base, updated)
+    except Exception:  # CommitFailedException: someone else won the CAS; do not force
+        return False
+    table.refresh()
+    return True
