@@ -1,0 +1,1 @@
+"""Alembic revision scripts of the ledger schema (a package only so that setuptools ships them)."""
