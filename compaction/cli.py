@@ -153,6 +153,94 @@ def _parse_overrides(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def format_before_after(report) -> str:  # type: ignore[no-untyped-def]
+    """Per compacted partition: files and rows before/after, from the run's outcomes."""
+    rows = []
+    for o in report.outcomes:
+        rows.append((
+            o.partition_label, o.kind.value.upper(), o.status.value,
+            f"{_n(o.data_files_before)} -> {_n(o.data_files_after)}",
+            f"{_n(o.delete_files_before)} -> {_n(o.delete_files_after)}",
+            f"{_n(o.records_before)} -> {_n(o.records_after)}",
+            o.validation_result or "-",
+        ))
+    if not rows:
+        return "nothing was compacted"
+    return render_table(["partition", "kind", "status", "data files", "delete files", "data records", "validation"],
+                        rows)
+
+
+def _n(value: object) -> str:
+    return "?" if value is None else str(value)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from compaction.core.partition_filter import parse_partition_filter
+    from compaction.core.plan import CompactionMode
+    from compaction.runner import run_table
+
+    partition_filter = parse_partition_filter(args.partition) if args.partition else None
+    catalog = _catalog(args)
+    report = run_table(
+        catalog, args.table, mode=CompactionMode(args.mode), partition_filter=partition_filter,
+        overrides=_parse_overrides(args.set), dry_run=args.dry_run, validation=args.validation,
+        max_retries=args.max_retries, max_parallel_jobs=args.max_parallel_jobs,
+        progress=lambda m: print(m, file=sys.stderr, flush=True),
+    )
+    print(format_plan(report.plan))
+    if args.dry_run:
+        print(f"dry run: nothing submitted (run {report.run_id})")
+        return 0
+    print()
+    print(format_before_after(report))
+    print(f"run {report.run_id}: {report.status.value}")
+    for error in report.errors:
+        print(f"error: {error}", file=sys.stderr)
+    return report.exit_code
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from compaction.ledger import Ledger
+
+    with Ledger.open() as ledger:
+        if args.run:
+            run = ledger.run(args.run)
+            if run is None:
+                from compaction.core.errors import ConfigError
+
+                raise ConfigError(f"unknown run {args.run!r}")
+            outcomes = ledger.outcomes(args.run)
+            if args.json:
+                print(json.dumps({"run": run.to_dict(), "outcomes": [o.to_dict() for o in outcomes],
+                                  "conflicts": [c.to_dict() for c in ledger.conflicts(args.run)]}, indent=2))
+                return 0
+            print(f"run {run.run_id} {run.table_ref} {run.status.value} exit={run.exit_code} {run.error or ''}")
+            print(render_table(
+                ["partition", "kind", "status", "attempts", "data files", "delete files", "records", "error"],
+                [(o.partition_label, o.kind.value, o.status.value, o.attempts,
+                  f"{_n(o.data_files_before)} -> {_n(o.data_files_after)}",
+                  f"{_n(o.delete_files_before)} -> {_n(o.delete_files_after)}",
+                  f"{_n(o.records_before)} -> {_n(o.records_after)}", (o.error or "")[:80]) for o in outcomes],
+            ))
+            return 0
+        table_ref = None
+        if args.table:
+            from compaction.core.identifiers import parse_table_identifier
+
+            table_ref = parse_table_identifier(args.table, _catalog(args).name).dotted
+        runs = ledger.runs(table_ref, limit=args.limit)
+        if args.json:
+            print(json.dumps([r.to_dict() for r in runs], indent=2))
+            return 0
+        print(render_table(
+            ["run", "table", "started", "mode", "status", "exit", "duration"],
+            [(r.run_id, r.table_ref, r.started_at.isoformat(timespec="seconds"), r.mode.value,
+              r.status.value + (" (dry run)" if r.dry_run else ""), _n(r.exit_code),
+              f"{(r.duration_ms or 0) / 1000:.1f}s") for r in runs],
+        ) if runs else "no runs recorded")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from compaction.catalog import CatalogConfig
     from compaction.inspect import inspect_table
@@ -189,6 +277,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("run", help="plan and compact a table on Spark (spark-submit), record the run")
+    p.add_argument("table", help="NAMESPACE.TABLE")
+    p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
+    p.add_argument("--partition", help="partition filter, e.g. \"ts_day>=2024-01-01 and region=EU\"")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="plan and record, submit nothing")
+    p.add_argument("--validation", choices=["none", "count", "checksum"], default="checksum")
+    p.add_argument("--max-retries", type=int, default=3, help="conflict retries per partition (default 3)")
+    p.add_argument("--max-parallel-jobs", type=int, default=2, help="concurrent spark-submits (1 on SQLite)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("history", help="runs recorded in the ledger")
+    p.add_argument("table", nargs="?", help="NAMESPACE.TABLE (default: all tables)")
+    p.add_argument("--run", help="show one run's per-partition outcomes")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("demo", help="create the demo merge-on-read table in the embedded catalog")
     p.add_argument("--table", default="demo.events")

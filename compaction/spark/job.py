@@ -17,7 +17,7 @@ from compaction.core.planner import evaluate_partition
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression, spark_partition_predicate
 from compaction.spark.major import major_compact, sleep_backoff
-from compaction.spark.partition_files import scan_partition
+from compaction.spark.partition_files import scan_partition, touched_partitions
 from compaction.spark.validation import (
     ValidationLevel,
     classify_java_error,
@@ -90,23 +90,31 @@ def _emit(progress: Callable[[str], None] | None, message: str) -> None:
         progress(message)
 
 
+def rows_predicate(spark: Any, table: Any, catalog_name: str, keys: set[Any]) -> Any:
+    """OR of the row predicates of ``keys``; an unpartitioned key means every row."""
+    from pyspark.sql import functions as F
+
+    if any(k.is_unpartitioned for k in keys):
+        return F.lit(True)
+    condition = F.lit(False)
+    for key in sorted(keys, key=lambda k: k.sort_key()):
+        condition = condition | spark_partition_predicate(spark, table, catalog_name, key)
+    return condition
+
+
 def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, commits: list[int],
               level: ValidationLevel, base_sequence_number: int | None, expression: Any,
               result: PartitionResult) -> None:
     """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies."""
     checks: list[dict[str, Any]] = []
-    predicate = spark_partition_predicate(spark, table, catalog_name, key)
-    cache: dict[int, Any] = {}
-
-    def at(snapshot_id: int) -> Any:
-        if snapshot_id not in cache:  # the rewrite's snapshot is the cleanup's parent: read it once
-            cache[snapshot_id] = fingerprint(spark, ref, snapshot_id, predicate, level)
-        return cache[snapshot_id]
-
     for sid in commits:
         parent = table.snapshot(int(sid)).parentId()
-        before = at(int(parent))
-        after = at(int(sid))
+        # The rows that can have moved: every partition whose files the commit added or removed. A rewrite
+        # filtered on one partition may also select files of other specs (Iceberg projects the filter onto every
+        # spec) and write their rows into other partitions of the current spec.
+        predicate = rows_predicate(spark, table, catalog_name, touched_partitions(spark, table, sid))
+        before = fingerprint(spark, ref, int(parent), predicate, level)
+        after = fingerprint(spark, ref, int(sid), predicate, level)
         ok = before == after
         checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
                        "after": after and after.to_dict(), "ok": ok})

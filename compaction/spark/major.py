@@ -24,6 +24,7 @@ from compaction.spark.partition_files import (
     PartitionFiles,
     added_data_files,
     delete_kind,
+    find_dangling_deletes,
     scan_partition,
     snapshots_between,
 )
@@ -87,16 +88,7 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, key: Partit
     if current is None:
         return None, 0
     base_id = int(current.snapshotId())
-    files = scan_partition(spark, table, expression, base_id)
-    files.refine_position_deletes(spark)
-    removable = []
-    for ref in files.dangling():
-        d = files.deletes[ref]
-        spec = table.specs().get(int(d.specId()))
-        is_global_equality = delete_kind(d) is DeleteContent.EQUALITY and spec.isUnpartitioned()
-        if is_global_equality and not covers_whole_table:
-            continue  # a global equality delete may apply to other partitions: our scan does not prove it unused
-        removable.append(d)
+    removable = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table)
     if not removable:
         return None, 0
     rewrite = table.newRewrite().validateFromSnapshot(base_id).set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id)

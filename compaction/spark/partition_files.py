@@ -70,25 +70,10 @@ class PartitionFiles:
         ]
         if not pending:
             return
-        from functools import reduce
-
-        from pyspark.sql import functions as F
-
-        frames = [
-            spark.read.parquet(ref[0]).select(F.lit(i).alias("i"), F.col("file_path")).distinct()
-            for i, ref in enumerate(pending)
-        ]
-        targets: dict[tuple[str, int], set[str]] = {ref: set() for ref in pending}
-        for row in reduce(lambda a, b: a.unionByName(b), frames).collect():
-            targets[pending[int(row["i"])]].add(str(row["file_path"]))
+        targets = _position_delete_targets(spark, [self.deletes[ref] for ref in pending])
         for path, refs in self.applied.items():
             for ref in [r for r in refs if r in targets and path not in targets[r]]:
                 refs.discard(ref)
-
-    def dangling(self) -> list[tuple[str, int]]:
-        """Live delete files in scope that Iceberg applies to no live data file in scope."""
-        used = self.applied_refs
-        return sorted(ref for ref in self.deletes if ref not in used)
 
     def files_with_deletes(self) -> list[str]:
         return sorted(path for path, refs in self.applied.items() if refs)
@@ -167,3 +152,114 @@ def snapshots_between(table: Any, base_snapshot_id: int, until_snapshot_id: int)
         parent = current.parentId()
         current = table.snapshot(int(parent)) if parent is not None else None
     return list(reversed(chain))
+
+
+# Dangling deletes ------------------------------------------------------------------------------------------------
+def _partition_filtered(reader: Any, table: Any, spec_id: int, expression: Any, j: Any) -> Any:
+    """Filter a manifest by partition only. ``filterRows`` would also prune by column statistics, which is right
+    for reading rows but wrong for deciding whether a delete file still has a data file to apply to."""
+    spec = table.specs().get(int(spec_id))
+    return reader.filterPartitions(j.org.apache.iceberg.expressions.Projections.inclusive(spec).project(expression))
+
+
+def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: Any, *,
+                          covers_whole_table: bool) -> list[Any]:
+    """Live delete files in the partitions selected by ``expression`` that can no longer apply to any live data file,
+    by the spec's rules (DESIGN.md §2), ignoring column statistics (so the answer errs on the side of keeping):
+
+    * a DV or position delete applies only to the data files it names, in its own spec and partition, with data
+      seq <= its own; if none of them is live it is dangling forever (paths are never reused);
+    * an equality delete of a partitioned spec applies to data files of the same spec and partition with data
+      seq < its own; with none live it is dangling;
+    * an equality delete of an unpartitioned spec applies to every data file of the table; it is only judged when
+      the scan covers the whole table.
+    """
+    j = spark.sparkContext._jvm
+    io, specs = table.io(), table.specs()
+    snapshot = table.snapshot(int(snapshot_id))
+    from compaction.spark.jvm import partition_values
+
+    data_by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[str, int]]] = {}
+    for manifest in snapshot.dataManifests(io):
+        spec_id = int(manifest.partitionSpecId())
+        reader = j.org.apache.iceberg.ManifestFiles.read(manifest, io, specs)
+        if not covers_whole_table:
+            reader = _partition_filtered(reader, table, spec_id, expression, j)
+        spec = specs.get(spec_id)
+        for f in _iterate(reader):
+            key = (spec_id, partition_values(spark, spec, f.partition()))
+            data_by_partition.setdefault(key, []).append((str(f.location()), int(f.dataSequenceNumber())))
+    candidates: list[tuple[Any, tuple[int, tuple[Any, ...]]]] = []
+    for manifest in snapshot.deleteManifests(io):
+        spec_id = int(manifest.partitionSpecId())
+        reader = _partition_filtered(j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs),
+                                     table, spec_id, expression, j)
+        spec = specs.get(spec_id)
+        for d in _iterate(reader):
+            candidates.append((d.copy(), (spec_id, partition_values(spark, spec, d.partition()))))
+
+    multi_file = [d for d, _ in candidates
+                  if delete_kind(d) is DeleteContent.POSITION and d.referencedDataFile() is None]
+    targets = _position_delete_targets(spark, multi_file)
+    all_data = [entry for files in data_by_partition.values() for entry in files]
+    dangling = []
+    for d, key in candidates:
+        seq = int(d.dataSequenceNumber())
+        kind = delete_kind(d)
+        if kind is DeleteContent.EQUALITY:
+            if specs.get(key[0]).isUnpartitioned():
+                if not covers_whole_table:
+                    continue
+                scope = all_data
+            else:
+                scope = data_by_partition.get(key, [])
+            if not any(data_seq < seq for _, data_seq in scope):
+                dangling.append(d)
+            continue
+        referenced = d.referencedDataFile()
+        named = {str(referenced)} if referenced is not None else targets.get(delete_ref(d), set())
+        scope = data_by_partition.get(key, [])
+        if not any(path in named and data_seq <= seq for path, data_seq in scope):
+            dangling.append(d)
+    return dangling
+
+
+def _position_delete_targets(spark: Any, delete_files: list[Any]) -> dict[tuple[str, int], set[str]]:
+    """Distinct ``file_path`` values of position delete files (one Spark job for all of them)."""
+    if not delete_files:
+        return {}
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    refs = [delete_ref(d) for d in delete_files]
+    frames = [spark.read.parquet(ref[0]).select(F.lit(i).alias("i"), F.col("file_path")).distinct()
+              for i, ref in enumerate(refs)]
+    out: dict[tuple[str, int], set[str]] = {ref: set() for ref in refs}
+    for row in reduce(lambda a, b: a.unionByName(b), frames).collect():
+        out[refs[int(row["i"])]].add(str(row["file_path"]))
+    return out
+
+
+def touched_partitions(spark: Any, table: Any, snapshot_id: int) -> set[PartitionKey]:
+    """Every (spec, partition) whose files a snapshot added or removed (data and delete files)."""
+    from compaction.core.model import PartitionFieldValue
+    from compaction.spark.jvm import partition_fields, partition_values
+
+    io, specs = table.io(), table.specs()
+    snapshot = table.snapshot(int(snapshot_id))
+    keys: set[PartitionKey] = set()
+    fields_by_spec: dict[int, Any] = {}
+    for files in (snapshot.addedDataFiles(io), snapshot.removedDataFiles(io),
+                  snapshot.addedDeleteFiles(io), snapshot.removedDeleteFiles(io)):
+        for f in _iterate(files):
+            spec_id = int(f.specId())
+            spec = specs.get(spec_id)
+            if spec_id not in fields_by_spec:
+                fields_by_spec[spec_id] = partition_fields(table, spec)
+            values = partition_values(spark, spec, f.partition())
+            keys.add(PartitionKey(spec_id, tuple(
+                PartitionFieldValue(fd.name, fd.transform, fd.source_column, v)
+                for fd, v in zip(fields_by_spec[spec_id], values)
+            )))
+    return keys

@@ -1,0 +1,200 @@
+"""``icecompact run``: inspect -> plan -> record -> spark-submit each job group -> record outcomes -> summary.
+
+The edges (catalog, ledger, spark-submit) live here; deciding is the pure planner's job and compacting the Spark
+job's. Used by the CLI and by the Airflow DAG.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from compaction import settings
+from compaction.catalog import CatalogConfig
+from compaction.core.errors import CompactionError, RewriteJobError
+from compaction.core.model import TableState
+from compaction.core.partition_filter import PartitionFilter
+from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
+from compaction.core.planner import plan as make_plan
+from compaction.core.policy import CompactionPolicy
+from compaction.inspect import inspect_table
+from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
+from compaction.spark.session import SparkSettings
+from compaction.spark.submit import SubmitRequest, make_app_name, run_submit
+
+MAX_PARALLEL_JOBS_DEFAULT = 2
+
+_STATUS_MAP = {
+    "committed": OutcomeStatus.COMMITTED,
+    "no_op": OutcomeStatus.NO_OP,
+    "skipped": OutcomeStatus.SKIPPED,
+    "unsupported": OutcomeStatus.SKIPPED,
+    "conflict": OutcomeStatus.CONFLICT,
+    "failed": OutcomeStatus.FAILED,
+    "rolled_back": OutcomeStatus.ROLLED_BACK,
+    "needs_attention": OutcomeStatus.NEEDS_ATTENTION,
+}
+_BAD = {OutcomeStatus.CONFLICT, OutcomeStatus.FAILED, OutcomeStatus.ROLLED_BACK, OutcomeStatus.NEEDS_ATTENTION}
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    plan: CompactionPlan
+    status: RunStatus
+    exit_code: int
+    before: TableState
+    after: TableState | None
+    outcomes: list[PartitionOutcome] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _outcome(partition: Mapping[str, Any], level: str) -> PartitionOutcome:
+    before, after = partition.get("before") or {}, partition.get("after") or {}
+    commits = partition.get("commit_snapshot_ids") or []
+    reason = partition.get("reason") or None
+    return PartitionOutcome.for_partition(
+        partition_key_from_dict(partition["partition"]),
+        CompactionKind(partition["kind"]),
+        _STATUS_MAP.get(partition["status"], OutcomeStatus.FAILED),
+        reason=reason,
+        attempts=int(partition.get("attempts") or 0),
+        conflicts=len(partition.get("conflicts") or []),
+        base_snapshot_id=partition.get("base_snapshot_id"),
+        commit_snapshot_id=commits[-1] if commits else None,
+        data_files_before=before.get("data_files"),
+        data_files_after=after.get("data_files"),
+        data_bytes_before=before.get("data_bytes"),
+        data_bytes_after=after.get("data_bytes"),
+        records_before=before.get("records"),
+        records_after=after.get("records"),
+        delete_files_before=before.get("delete_files"),
+        delete_files_after=after.get("delete_files"),
+        delete_records_before=before.get("delete_records"),
+        delete_records_after=after.get("delete_records"),
+        duration_ms=partition.get("duration_ms"),
+        validation_level=(partition.get("validation") or {}).get("level", level),
+        validation_result=(partition.get("validation") or {}).get("result"),
+        error=partition.get("error"),
+    )
+
+
+def run_table(
+    catalog: CatalogConfig,
+    table_name: str,
+    *,
+    mode: CompactionMode = CompactionMode.AUTO,
+    partition_filter: PartitionFilter | None = None,
+    overrides: Mapping[str, object] | None = None,
+    dry_run: bool = False,
+    validation: str = "checksum",
+    max_retries: int = 3,
+    max_parallel_jobs: int = MAX_PARALLEL_JOBS_DEFAULT,
+    spark_settings: SparkSettings | None = None,
+    ledger: Ledger | None = None,
+    trigger: RunTrigger = RunTrigger.CLI,
+    progress: Callable[[str], None] = lambda _m: None,
+    now: _dt.datetime | None = None,
+    timeout_s: float | None = None,
+    airflow_dag_id: str | None = None,
+    airflow_run_id: str | None = None,
+) -> RunReport:
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    state = inspect_table(catalog, table_name)
+    policy = CompactionPolicy.resolve(state.properties, overrides)
+    compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter)
+    own_ledger = ledger is None
+    ledger = ledger or Ledger.open()
+    try:
+        run_id = ledger.start_run(plan=compaction_plan, trigger=trigger, dry_run=dry_run, now=now,
+                                  airflow_dag_id=airflow_dag_id, airflow_run_id=airflow_run_id)
+        report = RunReport(run_id, compaction_plan, RunStatus.RUNNING, 0, state, None)
+        progress(f"plan {compaction_plan.plan_id}: {sum(1 for d in compaction_plan.decisions if d.kind is not CompactionKind.NONE)}"
+                 f" partition(s) to compact in {len(compaction_plan.groups)} job group(s)")
+        if dry_run or not compaction_plan.groups:
+            status = RunStatus.SUCCEEDED
+            ledger.finish_run(run_id, status, exit_code=0)
+            report.status = status
+            return report
+        report = _execute(catalog, compaction_plan, report, ledger, validation=validation, max_retries=max_retries,
+                          max_parallel_jobs=max_parallel_jobs, spark_settings=spark_settings or SparkSettings.from_environment(),
+                          progress=progress, timeout_s=timeout_s)
+        report.after = inspect_table(catalog, table_name)
+        return report
+    finally:
+        if own_ledger:
+            ledger.close()
+
+
+def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: RunReport, ledger: Ledger, *,
+             validation: str, max_retries: int, max_parallel_jobs: int, spark_settings: SparkSettings,
+             progress: Callable[[str], None], timeout_s: float | None) -> RunReport:
+    run_dir = settings.home() / "runs" / report.run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan_path = run_dir / "plan.json"
+    plan_path.write_text(compaction_plan.to_json())
+    # SQLite cannot take concurrent commits (DESIGN.md §4): one job at a time on an SQLite catalog.
+    is_sqlite = str(catalog.properties.get("uri", "")).startswith("sqlite")
+    workers = 1 if is_sqlite else max(1, max_parallel_jobs)
+
+    def submit(group_id: int) -> tuple[int, dict[str, Any] | None, str | None]:
+        request = SubmitRequest(
+            plan_path=plan_path, group_id=group_id, result_path=run_dir / f"result-g{group_id}.json",
+            catalog=catalog, settings=spark_settings, validation=validation, max_retries=max_retries,
+            app_name=make_app_name(compaction_plan.table.dotted, compaction_plan.plan_id, group_id),
+        )
+        progress(f"group {group_id}: spark-submit ({spark_settings.master})")
+        try:
+            outcome = run_submit(request, on_output=progress, timeout_s=timeout_s)
+        except CompactionError as e:
+            return group_id, getattr(e, "result", None), str(e)
+        if outcome.result is None:
+            return group_id, None, f"job group {group_id} exited {outcome.returncode} without a result"
+        return group_id, outcome.result, None
+
+    exit_codes: list[int] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for group_id, result, error in pool.map(submit, [g.group_id for g in compaction_plan.groups]):
+            partitions = (result or {}).get("partitions") or []
+            recorded = set()
+            for partition in partitions:
+                outcome = _outcome(partition, validation)
+                ledger.record_partition_outcome(report.run_id, outcome)
+                recorded.add(outcome.partition_label)
+                report.outcomes.append(outcome)
+                for conflict in partition.get("conflicts") or []:
+                    ledger.record_conflict(report.run_id, outcome.partition_label, int(conflict["attempt"]),
+                                           str(conflict["error_class"]), str(conflict["message"]))
+                progress(f"  {outcome.partition_label}: {outcome.status.value}"
+                         f"{' (' + outcome.reason + ')' if outcome.reason else ''}")
+            if error or (result or {}).get("error"):
+                message = error or str(result.get("error"))  # type: ignore[union-attr]
+                report.errors.append(f"group {group_id}: {message}")
+                exit_codes.append(int((result or {}).get("exit_code") or RewriteJobError.exit_code))
+            group = next(g for g in compaction_plan.groups if g.group_id == group_id)
+            for key in group.partitions:  # partitions the job never reported (killed, crashed)
+                if key.label() not in recorded:
+                    kind = next(t.kind for t in group.tasks if t.partition == key)
+                    failed = PartitionOutcome.for_partition(key, kind, OutcomeStatus.FAILED,
+                                                            error=error or "no result for this partition")
+                    ledger.record_partition_outcome(report.run_id, failed)
+                    report.outcomes.append(failed)
+    bad = [o for o in report.outcomes if o.status in _BAD]
+    skipped_minor = [o for o in report.outcomes if o.status is OutcomeStatus.SKIPPED and o.kind is CompactionKind.MINOR]
+    if any(o.status is OutcomeStatus.NEEDS_ATTENTION for o in report.outcomes):
+        status = RunStatus.NEEDS_ATTENTION
+    elif not bad and not report.errors:
+        status = RunStatus.PARTIAL if skipped_minor else RunStatus.SUCCEEDED
+    elif len(bad) < len(report.outcomes):
+        status = RunStatus.PARTIAL
+    else:
+        status = RunStatus.FAILED
+    exit_code = max(exit_codes, default=0)
+    if bad and not exit_code:
+        exit_code = RewriteJobError.exit_code
+    ledger.finish_run(report.run_id, status, exit_code=exit_code, error="; ".join(report.errors) or None)
+    report.status, report.exit_code = status, exit_code
+    return report
