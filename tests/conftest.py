@@ -39,12 +39,18 @@ def spark():  # type: ignore[no-untyped-def]
 @pytest.fixture()
 def sqlite_catalog(tmp_path: Path, spark) -> CatalogConfig:  # type: ignore[no-untyped-def]
     """A fresh SQLite catalog (own database and warehouse) registered in pyiceberg and in Spark."""
-    from compaction.spark.session import register_catalog
-
     name = f"sq_{uuid.uuid4().hex[:8]}"
     catalog = CatalogConfig.sqlite(name, tmp_path / "catalog.db", tmp_path / "warehouse")
-    register_catalog(spark, catalog)
+    _register(spark, catalog)
     return catalog
+
+
+def _register(spark, catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
+    from compaction.spark.session import register_catalog
+
+    register_catalog(spark, catalog)
+    # Other processes (spark-submit jobs) commit to these tables: never serve a cached, stale table.
+    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
 
 
 @pytest.fixture(scope="session")
@@ -59,15 +65,13 @@ def postgres_cluster() -> Iterator[object]:
 @pytest.fixture()
 def postgres_catalog(tmp_path: Path, spark, postgres_cluster) -> CatalogConfig:  # type: ignore[no-untyped-def]
     """A fresh PostgreSQL catalog (own database, local warehouse) registered in pyiceberg and in Spark."""
-    from compaction.spark.session import register_catalog
-
     database = postgres_cluster.create_database()
     name = f"pg_{uuid.uuid4().hex[:8]}"
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
     catalog = CatalogConfig(name, {"type": "sql", "uri": postgres_cluster.sqlalchemy_uri(database),
                                    "warehouse": warehouse.as_uri()})
-    register_catalog(spark, catalog)
+    _register(spark, catalog)
     return catalog
 
 

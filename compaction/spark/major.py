@@ -12,6 +12,8 @@ Iceberg rules this module relies on (DESIGN.md §2):
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -56,6 +58,19 @@ def _find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | 
     return None
 
 
+FAULT_ENV = "ICECOMPACT_FAULT_INJECT"
+
+
+def _inject_fault(point: str) -> None:
+    """Fault injection for the kill -9 test: ``ICECOMPACT_FAULT_INJECT=sleep:<point>:<seconds>`` pauses the job at
+    ``point`` so that a test can kill it mid-rewrite deterministically. Unset in normal operation."""
+    spec = os.environ.get(FAULT_ENV, "")
+    parts = spec.split(":")
+    if len(parts) == 3 and parts[0] == "sleep" and parts[1] == point:
+        print(f"icecompact: fault injection: sleeping {parts[2]}s at {point}", file=sys.stderr, flush=True)
+        time.sleep(float(parts[2]))
+
+
 def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
                       plan_id: str, tag: str) -> tuple[int, int, int]:
     """Run Iceberg's RewriteDataFiles on the partition in one commit; returns (rewritten, added, removed deletes)."""
@@ -75,6 +90,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         .snapshotProperty(TASK_PROPERTY, tag)
         .snapshotProperty(PLAN_PROPERTY, plan_id)
     )
+    _inject_fault("before-rewrite")
     result = action.execute()
     return (int(result.rewrittenDataFilesCount()), int(result.addedDataFilesCount()),
             int(result.removedDeleteFilesCount()))
