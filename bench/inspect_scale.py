@@ -11,13 +11,18 @@ What is compared, measured side by side in one run (median of ``--repeat`` runs 
                        records) and hands the rows back (JSON file). Whole subprocess wall clock.
 * ``spark in-session`` - the same query in an already-running SparkSession (this process's).
 
+Wall clock is what a DAG waits for, but on a shared machine it swings with other people's load (spark-submit took
+11 s on a quiet and 20 s on a busy machine), so CPU times are recorded too: ``process_time`` of inspect and of
+plan, and ``getrusage(RUSAGE_CHILDREN)`` around each subprocess (the fresh python child; spark-submit execs the
+JVM, so that is the JVM's CPU time over all its threads).
+
 The table is metadata only: data files are fake paths with realistic sizes, record counts and column statistics,
 registered with pyiceberg (``fast_append`` of ``DataFile`` objects, ~20k files per commit); position and equality
 delete files are registered through the Iceberg Java API in this process's SparkSession
 (``FileMetadata.deleteFileBuilder`` + ``newRowDelta``), since pyiceberg 0.12 cannot write delete manifests.
 By default the manifests are then rewritten by Spark's ``rewrite_manifests`` procedure, so that inspect reads
 Java-written manifests as on a Spark-maintained table (pyiceberg writes one Avro block per entry: ~3.5x larger
-manifests that decode ~1.4x slower; ``--manifests pyiceberg`` keeps them). Partitioning is
+manifests that take ~1.6x longer to inspect; ``--manifests pyiceberg`` keeps them). Partitioning is
 ``(days(ts), region)``. Catalog: SQLite in a temp folder (single writer).
 
 Correctness check (before anything is reported): the per-(spec, partition, content) totals of inspect, of both
@@ -46,6 +51,7 @@ import os
 import platform
 import pstats
 import random
+import resource
 import shutil
 import statistics
 import struct
@@ -322,18 +328,25 @@ def stats_digest(stats: Stats) -> str:
                                      separators=(",", ":")).encode()).hexdigest()
 
 
-def inspect_and_plan(catalog_cfg: Any) -> tuple[float, float, Any, Any]:
-    """One measured run: (inspect seconds, plan seconds, state, plan)."""
+def inspect_and_plan(catalog_cfg: Any) -> tuple[float, float, float, float, Any, Any]:
+    """One measured run: (inspect seconds, plan seconds, inspect CPU seconds, plan CPU seconds, state, plan)."""
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
     from compaction.inspect import inspect_table
 
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     state = inspect_table(catalog_cfg, TABLE_NAME)
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     result = plan(state, CompactionPolicy.resolve(state.properties), "auto", _dt.datetime.now(_dt.timezone.utc))
-    t2 = time.perf_counter()
-    return t1 - t0, t2 - t1, state, result
+    c2, t2 = time.process_time(), time.perf_counter()
+    return t1 - t0, t2 - t1, c1 - c0, c2 - c1, state, result
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the terminated, waited-for child processes so far: around one
+    subprocess.run, the CPU time of that child (spark-submit execs the JVM, so that is the JVM's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def child_main(config_json: str) -> int:
@@ -342,21 +355,22 @@ def child_main(config_json: str) -> int:
 
     cfg = json.loads(config_json)
     catalog_cfg = CatalogConfig(cfg["name"], cfg["properties"])
-    t_inspect, t_plan, state, result = inspect_and_plan(catalog_cfg)
+    t_inspect, t_plan, _, _, state, result = inspect_and_plan(catalog_cfg)
     print(json.dumps({"inspect_s": t_inspect, "plan_s": t_plan, "partitions": len(state.partitions),
                       "decisions": len(result.decisions), "digest": stats_digest(stats_from_state(state))}))
     return 0
 
 
-def run_fresh_python(catalog_cfg: Any) -> tuple[float, dict[str, Any]]:
+def run_fresh_python(catalog_cfg: Any) -> tuple[float, float, dict[str, Any]]:
+    """(wall seconds, CPU seconds, the child's JSON line)."""
     cfg = json.dumps({"name": catalog_cfg.name, "properties": dict(catalog_cfg.properties)})
-    t0 = time.perf_counter()
+    cpu0, t0 = children_cpu(), time.perf_counter()
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", cfg],
                           capture_output=True, text=True, cwd=str(ROOT), env=child_env())
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     if proc.returncode != 0:
         raise RuntimeError(f"fresh-python inspect failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return elapsed, json.loads(proc.stdout.strip().splitlines()[-1])
+    return elapsed, cpu, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def child_env() -> dict[str, str]:
@@ -390,16 +404,17 @@ def spark_submit_command(catalog_cfg: Any, script: Path, out_json: Path, workdir
     return cmd + [str(script), SPARK_TABLE, str(out_json)]
 
 
-def run_spark_submit(cmd: list[str], out_json: Path) -> tuple[float, list[Any]]:
+def run_spark_submit(cmd: list[str], out_json: Path) -> tuple[float, float, list[Any]]:
+    """(wall seconds, CPU seconds of the spark-submit process tree that was waited for, the rows)."""
     if out_json.exists():
         out_json.unlink()
-    t0 = time.perf_counter()
+    cpu0, t0 = children_cpu(), time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(out_json.parent), env=child_env(), timeout=1800)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     if proc.returncode != 0 or "ROWS " not in proc.stdout:
         raise RuntimeError(f"spark-submit failed ({proc.returncode}):\nSTDOUT:\n{proc.stdout[-2000:]}\n"
                            f"STDERR:\n{proc.stderr[-6000:]}")
-    return elapsed, json.loads(out_json.read_text())
+    return elapsed, cpu, json.loads(out_json.read_text())
 
 
 def run_in_session(spark: Any) -> tuple[float, list[Any]]:
@@ -551,16 +566,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"repeat {r}/{args.repeat}:", flush=True)
             gc.collect()
             cpu0 = time.process_time()
-            t_i, t_p, last_state, last_plan = inspect_and_plan(catalog_cfg)
+            t_i, t_p, c_i, c_p, last_state, last_plan = inspect_and_plan(catalog_cfg)
             samples["inspect_plan_cpu"].append(time.process_time() - cpu0)
+            samples["inspect_cpu"].append(c_i)
+            samples["plan_cpu"].append(c_p)
             samples["inspect"].append(t_i)
             samples["plan"].append(t_p)
             samples["inspect_plan"].append(t_i + t_p)
             print(f"  inspect {t_i:.2f} s + plan {t_p:.2f} s = {t_i + t_p:.2f} s", flush=True)
             compare("inspect", stats_from_state(last_state), expected)
 
-            t_f, child = run_fresh_python(catalog_cfg)
+            t_f, c_f, child = run_fresh_python(catalog_cfg)
             samples["fresh_python_inspect_plan"].append(t_f)
+            samples["fresh_python_cpu"].append(c_f)
             samples["fresh_python_inner_inspect"].append(child["inspect_s"])
             samples["fresh_python_inner_plan"].append(child["plan_s"])
             print(f"  fresh python process {t_f:.2f} s (inspect {child['inspect_s']:.2f} + plan "
@@ -574,8 +592,9 @@ def main(argv: list[str] | None = None) -> int:
             compare("spark in-session", stats_from_rows(rows), expected)
 
             if not args.skip_spark_submit:
-                t_ss, rows = run_spark_submit(submit_cmd, out_json)
+                t_ss, c_ss, rows = run_spark_submit(submit_cmd, out_json)
                 samples["spark_submit"].append(t_ss)
+                samples["spark_submit_cpu"].append(c_ss)
                 print(f"  spark-submit files aggregation {t_ss:.2f} s ({len(rows)} rows)", flush=True)
                 compare("spark-submit", stats_from_rows(rows), expected)
         checks["per_partition_stats_identical"] = ["generator", "inspect", "fresh_python", "spark_in_session"] + (
@@ -601,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
             ratios["spark_submit_over_inspect_plan"] = times["spark_submit"]["median_s"] / ip
             ratios["spark_submit_over_fresh_python"] = (
                 times["spark_submit"]["median_s"] / times["fresh_python_inspect_plan"]["median_s"])
+            ratios["spark_submit_cpu_over_inspect_plan_cpu"] = (
+                times["spark_submit_cpu"]["median_s"] / times["inspect_plan_cpu"]["median_s"])
         at_goal_size = partitions >= GOAL_PARTITIONS and n_data >= GOAL_FILES
         goals = {
             "spark_submit_at_least_10x_slower": (ratios["spark_submit_over_inspect_plan"] >= GOAL_SPEEDUP_VS_SPARK_SUBMIT
@@ -675,12 +696,16 @@ def render(r: dict[str, Any]) -> str:
     ]
     rows = [
         ("inspect (pyiceberg manifests -> TableState)", "inspect"),
+        ("  (its CPU time)", "inspect_cpu"),
         ("plan (planner over TableState)", "plan"),
+        ("  (its CPU time)", "plan_cpu"),
         ("inspect + plan, in process", "inspect_plan"),
         ("  (its CPU time)", "inspect_plan_cpu"),
         ("inspect + plan, fresh python process", "fresh_python_inspect_plan"),
+        ("  (its CPU time)", "fresh_python_cpu"),
         ("Spark files aggregation, in-session", "spark_in_session"),
         ("Spark files aggregation, spark-submit", "spark_submit"),
+        ("  (its CPU time: the JVM, all threads)", "spark_submit_cpu"),
     ]
     for label, key in rows:
         if key in t:
@@ -689,6 +714,7 @@ def render(r: dict[str, Any]) -> str:
     for key, label in (("spark_submit_over_inspect_plan", "spark-submit / inspect+plan"),
                        ("spark_in_session_over_inspect_plan", "in-session Spark / inspect+plan"),
                        ("spark_submit_over_fresh_python", "spark-submit / fresh-python inspect+plan"),
+                       ("spark_submit_cpu_over_inspect_plan_cpu", "CPU time: spark-submit / inspect+plan"),
                        ("fresh_python_over_inspect_plan", "fresh-python / in-process inspect+plan")):
         if key in ra:
             lines.append(f"  {label:<46} {ra[key]:8.1f} x")

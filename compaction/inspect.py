@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import gc
+import operator
 import uuid
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from compaction.catalog import CatalogConfig
@@ -22,7 +23,7 @@ from compaction.core.model import (
     TableIdentity,
     TableState,
 )
-from compaction.manifests import live_entries
+from compaction.manifests import BOUNDS_DELETES, live_rows
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 POSITION_DELETE_FILE_PATH_FIELD_ID = 2147483546
 _EPOCH = _dt.datetime(1970, 1, 1)
 _EPOCH_TZ = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_PATH = operator.attrgetter("path")
 
 
 def to_internal(value: Any) -> PartitionScalar:
@@ -70,7 +72,12 @@ def load_table(catalog: CatalogConfig, table_name: str) -> tuple[TableIdentity, 
 
 
 def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None = None) -> TableState:
-    """Build the planner's view of ``table`` at ``snapshot_id`` (default: current)."""
+    """Build the planner's view of ``table`` at ``snapshot_id`` (default: current).
+
+    Reads the live manifest entries as plain tuples (:func:`compaction.manifests.live_rows`; column statistics of
+    data files are skipped, bounds are read for delete files only) and builds the partitions directly, with the
+    cyclic garbage collector paused while the ~one object per file is created.
+    """
     metadata = table.metadata
     snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
     if snapshot_id is not None and snapshot is None:
@@ -82,7 +89,7 @@ def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None =
         default_spec_id=metadata.default_spec_id,
     )
     if snapshot is None:
-        return TableState(snapshot_id=None, sequence_number=int(metadata.last_sequence_number or 0), **base)  # type: ignore[arg-type]
+        return TableState(snapshot_id=None, sequence_number=int(metadata.last_sequence_number or 0), **base)  # type: ignore[arg-type,union-attr]
 
     schema = table.schema()
     spec_fields: dict[int, list[tuple[str, str, str]]] = {}
@@ -97,71 +104,91 @@ def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None =
         spec_fields[spec.spec_id] = fields
     snapshot_times = {s.snapshot_id: s.timestamp_ms for s in metadata.snapshots}
 
-    data: dict[PartitionKey, list[DataFileInfo]] = defaultdict(list)
-    deletes: dict[PartitionKey, list[DeleteFileInfo]] = defaultdict(list)
-    last_update: dict[PartitionKey, tuple[int, int]] = {}
-    keys: dict[tuple[int, tuple[Any, ...]], PartitionKey] = {}
+    # One accumulator per distinct PartitionKey: [key, data files, delete files, last update ms, its snapshot id].
+    # Entries are looked up by their raw (spec id, partition tuple); a PartitionKey is made once per raw tuple.
+    by_key: dict[PartitionKey, list[Any]] = {}
+    raw_accs: dict[tuple[int, tuple[Any, ...]], list[Any]] = {}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # ~10^5 small immutable objects are created and all stay alive: cyclic GC passes are pure cost
+    try:
+        for spec_id, rows in live_rows(table, snapshot, bounds=BOUNDS_DELETES):
+            names = spec_fields.get(spec_id, [])
+            accs: dict[tuple[Any, ...], list[Any]] = {}
+            for (content, path, file_format, partition, records, size, seq, fseq, entry_snapshot, equality_ids,
+                 referenced, offset, content_size, lower, upper) in rows:
+                acc = accs.get(partition)
+                if acc is None:
+                    acc = raw_accs.get((spec_id, partition))
+                    if acc is None:
+                        key = PartitionKey(
+                            spec_id,
+                            tuple(
+                                PartitionFieldValue(name, transform, source, to_internal(value))
+                                for (name, transform, source), value in zip(names, partition)
+                            ),
+                        )
+                        acc = by_key.get(key)
+                        if acc is None:
+                            acc = by_key[key] = [key, [], [], None, None]
+                        raw_accs[(spec_id, partition)] = acc
+                    accs[partition] = acc
+                if entry_snapshot is not None:
+                    ts = snapshot_times.get(entry_snapshot, 0)
+                    if acc[3] is None or ts > acc[3]:
+                        acc[3] = ts
+                        acc[4] = entry_snapshot
+                if content == 0:
+                    acc[1].append(DataFileInfo(path, size, records, seq, fseq))
+                    continue
+                if content == 2:
+                    kind = DeleteContent.EQUALITY
+                elif content == 1 and file_format == "PUFFIN":
+                    kind = DeleteContent.DELETION_VECTOR
+                else:
+                    kind = DeleteContent.POSITION
+                acc[2].append(
+                    DeleteFileInfo(
+                        path=path,
+                        content=kind,
+                        size_bytes=size,
+                        record_count=records,
+                        data_sequence_number=seq,
+                        file_sequence_number=fseq,
+                        referenced_data_file=referenced or _single_referenced_file(lower, upper),
+                        equality_ids=tuple(equality_ids or ()),
+                        content_offset=offset,
+                        content_size_bytes=content_size,
+                    )
+                )
 
-    for entry in live_entries(table, snapshot, with_bounds=True):
-        raw_key = (entry.spec_id, entry.partition)
-        key = keys.get(raw_key)
-        if key is None:
-            names = spec_fields.get(entry.spec_id, [])
-            key = PartitionKey(
-                entry.spec_id,
-                tuple(
-                    PartitionFieldValue(name, transform, source, to_internal(value))
-                    for (name, transform, source), value in zip(names, entry.partition)
-                ),
+        partitions = tuple(
+            PartitionState(
+                key=key,
+                data_files=tuple(sorted(data, key=_PATH)) if len(data) > 1 else tuple(data),
+                delete_files=tuple(sorted(deletes, key=_delete_order)) if len(deletes) > 1 else tuple(deletes),
+                last_updated_ms=last_ms,
+                last_updated_snapshot_id=last_snapshot,
             )
-            keys[raw_key] = key
-        if entry.snapshot_id is not None:
-            ts = snapshot_times.get(entry.snapshot_id, 0)
-            if key not in last_update or ts > last_update[key][0]:
-                last_update[key] = (ts, entry.snapshot_id)
-        if entry.content == 0:
-            data[key].append(
-                DataFileInfo(entry.file_path, entry.file_size_in_bytes, entry.record_count,
-                             entry.data_sequence_number, entry.file_sequence_number)
-            )
-            continue
-        if entry.content == 2:
-            kind = DeleteContent.EQUALITY
-        elif entry.is_deletion_vector:
-            kind = DeleteContent.DELETION_VECTOR
-        else:
-            kind = DeleteContent.POSITION
-        deletes[key].append(
-            DeleteFileInfo(
-                path=entry.file_path,
-                content=kind,
-                size_bytes=entry.file_size_in_bytes,
-                record_count=entry.record_count,
-                data_sequence_number=entry.data_sequence_number,
-                file_sequence_number=entry.file_sequence_number,
-                referenced_data_file=entry.referenced_data_file or _single_referenced_file(entry.lower_bounds, entry.upper_bounds),
-                equality_ids=entry.equality_ids,
-                content_offset=entry.content_offset,
-                content_size_bytes=entry.content_size_in_bytes,
-            )
+            for key, data, deletes, last_ms, last_snapshot in sorted(by_key.values(), key=_partition_order)
         )
-
-    partitions = tuple(
-        PartitionState(
-            key=key,
-            data_files=tuple(sorted(data.get(key, ()), key=lambda f: f.path)),
-            delete_files=tuple(sorted(deletes.get(key, ()), key=lambda f: (f.path, f.content_offset or 0))),
-            last_updated_ms=last_update.get(key, (None, None))[0],
-            last_updated_snapshot_id=last_update.get(key, (None, None))[1],
-        )
-        for key in sorted(set(data) | set(deletes), key=PartitionKey.sort_key)
-    )
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return TableState(
         snapshot_id=snapshot.snapshot_id,
         sequence_number=int(snapshot.sequence_number or 0),
         partitions=partitions,
         **base,  # type: ignore[arg-type]
     )
+
+
+def _delete_order(f: DeleteFileInfo) -> tuple[str, int]:
+    return (f.path, f.content_offset or 0)
+
+
+def _partition_order(acc: list[Any]) -> tuple[object, ...]:
+    key: PartitionKey = acc[0]
+    return key.sort_key()
 
 
 def _single_referenced_file(lower: dict[int, bytes] | None, upper: dict[int, bytes] | None) -> str | None:

@@ -210,7 +210,7 @@ _conditions = st.one_of(
 )
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(conds=st.lists(_conditions, min_size=1, max_size=5))
 def test_render_parse_round_trip(conds: list[FilterCondition]) -> None:
     f = PartitionFilter(tuple(conds))

@@ -211,7 +211,7 @@ def tables(draw: st.DrawFn) -> TableState:
     return TableState(IDENT, 2, snapshot, draw(st.integers(0, 1000)), {}, tuple(parts))
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(
     t=tables(),
     mode=st.sampled_from(list(CompactionMode)),

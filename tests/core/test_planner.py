@@ -439,7 +439,7 @@ def shuffled(t: TableState, rnd: random.Random) -> TableState:
     return dataclasses.replace(t, partitions=tuple(parts))
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(t=tables(), pol=policies, mode=modes, rnd=st.randoms(use_true_random=False))
 def test_property_deterministic_under_input_order(t: TableState, pol: CompactionPolicy, mode: str, rnd: random.Random) -> None:
     a = plan(t, pol, mode, NOW)
@@ -448,7 +448,7 @@ def test_property_deterministic_under_input_order(t: TableState, pol: Compaction
     assert a == b
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(t=tables(), pol=policies, mode=modes)
 def test_property_plan_invariants(t: TableState, pol: CompactionPolicy, mode: str) -> None:
     pl = plan(t, pol, mode, NOW)
@@ -533,7 +533,7 @@ def extra_deletes(draw: st.DrawFn, p: PartitionState, fv: int) -> list[DeleteFil
     return out
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(data_=st.data(), fv=st.sampled_from([2, 3]), pol=policies, mode=modes)
 def test_property_adding_deletes_never_lowers_decision(data_: st.DataObject, fv: int, pol: CompactionPolicy, mode: str) -> None:
     p = data_.draw(partition_states(1, fv))
@@ -554,7 +554,7 @@ def split_tables(draw: st.DrawFn) -> TableState:
     return table(*parts)
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(t=split_tables(), pol=policies)
 def test_property_split_only_by_whole_files(t: TableState, pol: CompactionPolicy) -> None:
     pol = dataclasses.replace(pol, max_bytes_per_run=10**9, max_partitions_per_run=10)

@@ -222,7 +222,7 @@ _valid_overrides = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(table=_valid_overrides, run=_valid_overrides)
 def test_precedence_property(table: dict[str, object], run: dict[str, object]) -> None:
     keys = CompactionPolicy.property_keys()
