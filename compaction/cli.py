@@ -245,6 +245,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from compaction.catalog import CatalogConfig
     from compaction.inspect import inspect_table
     from compaction.spark.session import build_session
+    from compaction.core.plan import CompactionMode
     from compaction.testing.workload import demo_table
 
     catalog = CatalogConfig.embedded()
@@ -257,7 +258,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         spark.stop()
     print(format_health(inspect_table(catalog, args.table)))
-    return 0
+    if args.no_compact:
+        return 0
+    from compaction.runner import run_table
+
+    print(f"\ncompacting {args.table} (icecompact run, mode {args.mode}) ...", flush=True)
+    report = run_table(catalog, args.table, mode=CompactionMode(args.mode),
+                       progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print(format_plan(report.plan))
+    print()
+    print(format_before_after(report))
+    print()
+    print(format_health(inspect_table(catalog, args.table)))
+    print(f"run {report.run_id}: {report.status.value}")
+    return report.exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -298,6 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="create the demo merge-on-read table in the embedded catalog")
     p.add_argument("--table", default="demo.events")
+    p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
+    p.add_argument("--no-compact", action="store_true", help="only create the table and print its health")
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -572,7 +572,9 @@ def _plan_candidates(cands: Sequence[_Candidate], policy: CompactionPolicy) -> T
         (c.key, _tasks_for(c, average, policy), c.analysis.order_key)
         for c in sorted(taken, key=lambda c: c.analysis.order_key)
     ]
-    return TaskPlan(_pack(units, policy.max_groups), tuple(deferred))
+    # Fewer groups for small runs: each group is a spark-submit with a large fixed cost.
+    wanted = max(1, -(-total // policy.min_job_group_bytes))
+    return TaskPlan(_pack(units, min(policy.max_groups, wanted)), tuple(deferred))
 
 
 def plan_tasks(

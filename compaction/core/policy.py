@@ -58,6 +58,8 @@ __all__ = [
     "WEIGHT_RATIO_DEFAULT",
     "PARALLEL_MULTIPLE",
     "PARALLEL_MULTIPLE_DEFAULT",
+    "MIN_JOB_GROUP_BYTES",
+    "MIN_JOB_GROUP_BYTES_DEFAULT",
     "PARALLELISM",
     "PARALLELISM_DEFAULT",
 ]
@@ -120,6 +122,12 @@ PARALLEL_MULTIPLE_DEFAULT = 2
 
 PARALLELISM = "compaction.parallelism"
 PARALLELISM_DEFAULT = 2
+
+#: Smallest estimated cost worth its own job group. Each group is one spark-submit with a fixed cost of ~15-20 s
+#: (JVM start, cold first query), so small runs are packed into fewer groups than ``parallelism *
+#: parallel_multiple``: groups = min(max_groups, ceil(total cost / this)).
+MIN_JOB_GROUP_BYTES = "compaction.min-job-group-bytes"
+MIN_JOB_GROUP_BYTES_DEFAULT = 256 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -221,6 +229,7 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("weight_ratio", WEIGHT_RATIO, _parse_float, _positive_float),
     _Knob("parallel_multiple", PARALLEL_MULTIPLE, _parse_int, _at_least(1)),
     _Knob("parallelism", PARALLELISM, _parse_int, _at_least(1)),
+    _Knob("min_job_group_bytes", MIN_JOB_GROUP_BYTES, _parse_int, _at_least(1)),
 )
 _KNOB_BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
 _DERIVED_THRESHOLD = "small_file_threshold_bytes"
@@ -278,6 +287,8 @@ class CompactionPolicy:
     parallel_multiple: int = PARALLEL_MULTIPLE_DEFAULT
     #: ``compaction.parallelism``: number of concurrent workers the groups are balanced for.
     parallelism: int = PARALLELISM_DEFAULT
+    #: ``compaction.min-job-group-bytes``: smallest estimated cost worth a job group (one spark-submit).
+    min_job_group_bytes: int = MIN_JOB_GROUP_BYTES_DEFAULT
 
     def __post_init__(self) -> None:
         for knob in _KNOBS:

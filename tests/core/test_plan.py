@@ -220,7 +220,7 @@ def tables(draw: st.DrawFn) -> TableState:
     filt=st.sampled_from([None, "f is not null", "f in (1, 'a', true) and f != 2"]),
 )
 def test_property_planner_output_round_trips(t: TableState, mode: CompactionMode, now: dt.datetime, par: int, filt: str | None) -> None:
-    pol = CompactionPolicy(target_file_size_bytes=1000, parallelism=par, max_partitions_per_run=3)
+    pol = CompactionPolicy(target_file_size_bytes=1000, parallelism=par, max_partitions_per_run=3, min_job_group_bytes=1)
     p = plan(t, pol, mode, now, None if filt is None else parse_partition_filter(filt))
     text = p.to_json()
     back = CompactionPlan.from_json(text)

@@ -36,7 +36,7 @@ NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.timezone.utc)
 IDENT = TableIdentity("cat", ("db",), "events")
 K = 1000
 # Small numbers keep tests readable: target 1000 bytes -> files < 750 bytes are small.
-POL = CompactionPolicy(target_file_size_bytes=1000)
+POL = CompactionPolicy(target_file_size_bytes=1000, min_job_group_bytes=1)
 
 NONE, MINOR, MAJOR = CompactionKind.NONE, CompactionKind.MINOR, CompactionKind.MAJOR
 
@@ -424,6 +424,7 @@ policies = st.builds(
     weight_ratio=st.sampled_from([0.5, 2.0, 10.0]),
     parallel_multiple=st.integers(1, 3),
     parallelism=st.integers(1, 3),
+    min_job_group_bytes=st.sampled_from([1, 3000, 256 * 1024 * 1024]),
 )
 modes = st.sampled_from(["auto", "minor", "major"])
 
@@ -472,7 +473,8 @@ def test_property_plan_invariants(t: TableState, pol: CompactionPolicy, mode: st
     for task in pl.tasks:
         units[task.partition] = units.get(task.partition, 0) + task.estimated_cost_bytes
     if units:
-        k = min(pol.max_groups, len(units))
+        k = min(pol.max_groups, len(units), max(1, math.ceil(sum(units.values()) / pol.min_job_group_bytes)))
+        assert len(pl.groups) <= k
         capacity = max(max(units.values()), math.ceil(sum(units.values()) / k))
         assert max(g.estimated_cost_bytes for g in pl.groups) <= 2 * capacity
 
@@ -592,3 +594,14 @@ def test_evaluate_partition_disabled_policy_and_split_never_isolates_small_file(
     # lower the target so both pieces are big enough -> split into 2
     split = plan(table(lopsided), dataclasses.replace(POL, target_file_size_bytes=300), "major", NOW).tasks
     assert [t.data_files for t in split] == [("big",), ("tiny",)]
+
+
+def test_small_runs_are_packed_into_fewer_job_groups() -> None:
+    """Each job group is a spark-submit with a large fixed cost: do not split a small run into many."""
+    parts = [_major_part(f"p{i}", 1000) for i in range(6)]
+    many = plan(table(*parts), POL, "auto", NOW)
+    assert len(many.groups) == POL.max_groups
+    small = plan(table(*parts), dataclasses.replace(POL, min_job_group_bytes=2500), "auto", NOW)
+    total = sum(g.estimated_cost_bytes for g in small.groups)
+    assert len(small.groups) == -(-total // 2500) < POL.max_groups
+    assert {t.partition for g in small.groups for t in g.tasks} == {t.partition for g in many.groups for t in g.tasks}

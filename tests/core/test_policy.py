@@ -28,6 +28,7 @@ TABLE = [
     ("weight_ratio", "compaction.weight-ratio", 2.0),
     ("parallel_multiple", "compaction.parallel-multiple", 2),
     ("parallelism", "compaction.parallelism", 2),
+    ("min_job_group_bytes", "compaction.min-job-group-bytes", 256 * MiB),
 ]
 
 
