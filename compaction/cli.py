@@ -166,7 +166,7 @@ def format_before_after(report) -> str:  # type: ignore[no-untyped-def]
         ))
     if not rows:
         return "nothing was compacted"
-    return render_table(["partition", "kind", "status", "data files", "delete files", "data records", "validation"],
+    return render_table(["partition", "kind", "status", "data files", "delete files", "file records", "validation"],
                         rows)
 
 
