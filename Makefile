@@ -23,6 +23,7 @@ test: install lint typecheck
 
 bench: install
 	$(PY) bench/inspect_scale.py
+	$(PY) bench/major.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
