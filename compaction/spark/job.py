@@ -212,15 +212,13 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
                 result.status = _undo(spark, table, commits)
                 break
-            if isinstance(err, CommitConflictError) and attempt <= max_retries:
-                result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
-                                         "message": str(err)[:2000]})
-                _emit(progress, f"icecompact: conflict on {key.label()} (attempt {attempt}), retrying: {err}")
-                sleep_backoff(attempt)
-                continue
             if isinstance(err, CommitConflictError):
                 result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
                                          "message": str(err)[:2000]})
+                if attempt <= max_retries:
+                    _emit(progress, f"icecompact: conflict on {key.label()} (attempt {attempt}), retrying: {err}")
+                    sleep_backoff(attempt)
+                    continue
                 result.status = CONFLICT
             else:
                 result.status = FAILED

@@ -53,10 +53,6 @@ class PartitionFiles:
     deletes: dict[tuple[str, int], Any] = field(default_factory=dict)  # every live delete file in scope
     applied: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # data path -> applied deletes
 
-    @property
-    def applied_refs(self) -> set[tuple[str, int]]:
-        return set().union(*self.applied.values()) if self.applied else set()
-
     def refine_position_deletes(self, spark: Any) -> None:
         """Replace Iceberg's bounds-based guess with the real targets of multi-file position delete files.
 
@@ -74,9 +70,6 @@ class PartitionFiles:
         for path, refs in self.applied.items():
             for ref in [r for r in refs if r in targets and path not in targets[r]]:
                 refs.discard(ref)
-
-    def files_with_deletes(self) -> list[str]:
-        return sorted(path for path, refs in self.applied.items() if refs)
 
     def counts(self) -> dict[str, int]:
         return {
