@@ -10,7 +10,7 @@ import datetime as _dt
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from compaction import settings
 from compaction.catalog import CatalogConfig
@@ -132,13 +132,9 @@ def run_table(
 def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: RunReport, ledger: Ledger, *,
              validation: str, max_retries: int, max_parallel_jobs: int, spark_settings: SparkSettings,
              progress: Callable[[str], None], timeout_s: float | None) -> RunReport:
-    run_dir = settings.home() / "runs" / report.run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    plan_path = run_dir / "plan.json"
-    plan_path.write_text(compaction_plan.to_json())
-    # SQLite cannot take concurrent commits (DESIGN.md §4): one job at a time on an SQLite catalog.
-    is_sqlite = str(catalog.properties.get("uri", "")).startswith("sqlite")
-    workers = 1 if is_sqlite else max(1, max_parallel_jobs)
+    plan_path = write_plan(report.run_id, compaction_plan)
+    run_dir = plan_path.parent
+    workers = 1 if is_single_writer(catalog) else max(1, max_parallel_jobs)
 
     def submit(group_id: int) -> tuple[int, dict[str, Any] | None, str | None]:
         request = SubmitRequest(
@@ -158,43 +154,93 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
     exit_codes: list[int] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for group_id, result, error in pool.map(submit, [g.group_id for g in compaction_plan.groups]):
-            partitions = (result or {}).get("partitions") or []
-            recorded = set()
-            for partition in partitions:
-                outcome = _outcome(partition, validation)
-                ledger.record_partition_outcome(report.run_id, outcome)
-                recorded.add(outcome.partition_label)
-                report.outcomes.append(outcome)
-                for conflict in partition.get("conflicts") or []:
-                    ledger.record_conflict(report.run_id, outcome.partition_label, int(conflict["attempt"]),
-                                           str(conflict["error_class"]), str(conflict["message"]))
-                progress(f"  {outcome.partition_label}: {outcome.status.value}"
-                         f"{' (' + outcome.reason + ')' if outcome.reason else ''}")
-            if error or (result or {}).get("error"):
-                message = error or str(result.get("error"))  # type: ignore[union-attr]
-                report.errors.append(f"group {group_id}: {message}")
-                exit_codes.append(int((result or {}).get("exit_code") or RewriteJobError.exit_code))
-            group = next(g for g in compaction_plan.groups if g.group_id == group_id)
-            for key in group.partitions:  # partitions the job never reported (killed, crashed)
-                if key.label() not in recorded:
-                    kind = next(t.kind for t in group.tasks if t.partition == key)
-                    failed = PartitionOutcome.for_partition(key, kind, OutcomeStatus.FAILED,
-                                                            error=error or "no result for this partition")
-                    ledger.record_partition_outcome(report.run_id, failed)
-                    report.outcomes.append(failed)
-    bad = [o for o in report.outcomes if o.status in _BAD]
-    skipped_minor = [o for o in report.outcomes if o.status is OutcomeStatus.SKIPPED and o.kind is CompactionKind.MINOR]
-    if any(o.status is OutcomeStatus.NEEDS_ATTENTION for o in report.outcomes):
+            recorded = record_group_result(ledger, report.run_id, compaction_plan, group_id, result, error,
+                                           validation, progress=progress)
+            report.outcomes.extend(recorded.outcomes)
+            if recorded.error is not None:
+                report.errors.append(recorded.error)
+                exit_codes.append(recorded.exit_code)
+    status, exit_code = finish_recorded_run(ledger, report.run_id, report.outcomes, report.errors, exit_codes)
+    report.status, report.exit_code = status, exit_code
+    return report
+
+
+def is_single_writer(catalog: CatalogConfig) -> bool:
+    """SQLite cannot take concurrent commits (DESIGN.md §4): one job at a time on an SQLite catalog."""
+    return str(catalog.properties.get("uri", "")).startswith("sqlite")
+
+
+def write_plan(run_id: str, compaction_plan: CompactionPlan) -> Path:
+    """Write the plan JSON into the run's folder ``$ICECOMPACT_HOME/runs/<run_id>/plan.json``; the job groups'
+    result files go next to it."""
+    run_dir = settings.home() / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan_path = run_dir / "plan.json"
+    plan_path.write_text(compaction_plan.to_json())
+    return plan_path
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """What :func:`record_group_result` wrote for one job group: its outcomes and, if the group failed, an error
+    line and the exit code it contributes."""
+
+    outcomes: tuple[PartitionOutcome, ...]
+    error: str | None = None
+    exit_code: int = 0
+
+
+def record_group_result(ledger: Ledger, run_id: str, compaction_plan: CompactionPlan, group_id: int,
+                        result: Mapping[str, Any] | None, error: str | None, validation: str, *,
+                        progress: Callable[[str], None] = lambda _m: None) -> GroupRecord:
+    """Record one job group's result (the JSON the Spark job wrote, or ``None``) in the ledger: an outcome per
+    reported partition, its conflicts, and a FAILED outcome for every planned partition the job never reported
+    (killed, crashed). Used by ``icecompact run`` and by the Airflow DAG's record task."""
+    partitions = (result or {}).get("partitions") or []
+    recorded: set[str] = set()
+    outcomes: list[PartitionOutcome] = []
+    for partition in partitions:
+        outcome = _outcome(partition, validation)
+        ledger.record_partition_outcome(run_id, outcome)
+        recorded.add(outcome.partition_label)
+        outcomes.append(outcome)
+        for conflict in partition.get("conflicts") or []:
+            ledger.record_conflict(run_id, outcome.partition_label, int(conflict["attempt"]),
+                                   str(conflict["error_class"]), str(conflict["message"]))
+        progress(f"  {outcome.partition_label}: {outcome.status.value}"
+                 f"{' (' + outcome.reason + ')' if outcome.reason else ''}")
+    group_error: str | None = None
+    exit_code = 0
+    if error or (result or {}).get("error"):
+        message = error or str((result or {}).get("error"))
+        group_error = f"group {group_id}: {message}"
+        exit_code = int((result or {}).get("exit_code") or RewriteJobError.exit_code)
+    group = next(g for g in compaction_plan.groups if g.group_id == group_id)
+    for key in group.partitions:  # partitions the job never reported (killed, crashed)
+        if key.label() not in recorded:
+            kind = next(t.kind for t in group.tasks if t.partition == key)
+            failed = PartitionOutcome.for_partition(key, kind, OutcomeStatus.FAILED,
+                                                    error=error or "no result for this partition")
+            ledger.record_partition_outcome(run_id, failed)
+            outcomes.append(failed)
+    return GroupRecord(tuple(outcomes), group_error, exit_code)
+
+
+def finish_recorded_run(ledger: Ledger, run_id: str, outcomes: Sequence[PartitionOutcome], errors: Sequence[str],
+                        exit_codes: Sequence[int]) -> tuple[RunStatus, int]:
+    """Derive the run's status and exit code from its recorded outcomes and group errors; finish it in the ledger."""
+    bad = [o for o in outcomes if o.status in _BAD]
+    skipped_minor = [o for o in outcomes if o.status is OutcomeStatus.SKIPPED and o.kind is CompactionKind.MINOR]
+    if any(o.status is OutcomeStatus.NEEDS_ATTENTION for o in outcomes):
         status = RunStatus.NEEDS_ATTENTION
-    elif not bad and not report.errors:
+    elif not bad and not errors:
         status = RunStatus.PARTIAL if skipped_minor else RunStatus.SUCCEEDED
-    elif len(bad) < len(report.outcomes):
+    elif len(bad) < len(outcomes):
         status = RunStatus.PARTIAL
     else:
         status = RunStatus.FAILED
     exit_code = max(exit_codes, default=0)
     if bad and not exit_code:
         exit_code = RewriteJobError.exit_code
-    ledger.finish_run(report.run_id, status, exit_code=exit_code, error="; ".join(report.errors) or None)
-    report.status, report.exit_code = status, exit_code
-    return report
+    ledger.finish_run(run_id, status, exit_code=exit_code, error="; ".join(errors) or None)
+    return status, exit_code

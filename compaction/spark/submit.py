@@ -226,14 +226,32 @@ def split_conf(request: SubmitRequest) -> tuple[dict[str, str], dict[str, str]]:
     return public, secrets
 
 
-def build_command(
+@dataclass(frozen=True)
+class SubmitParts:
+    """The pieces of a spark-submit command, for callers that assemble it themselves (Airflow's
+    ``SparkSubmitOperator``): every field maps onto one spark-submit option. Never holds a secret."""
+
+    master: str
+    deploy_mode: str
+    name: str
+    conf: Mapping[str, str]
+    jars: tuple[str, ...]
+    driver_class_path: tuple[str, ...]
+    packages: str | None
+    properties_file: str | None
+    py_files: str | None
+    application: str
+    application_args: tuple[str, ...]
+
+
+def submit_parts(
     request: SubmitRequest,
     *,
     properties_file: Path | None,
     py_files: Path | None,
     entry_script: Path | None = None,
-) -> list[str]:
-    """The spark-submit argv for ``request``. Pure and deterministic: same input, same argv; never a secret."""
+) -> SubmitParts:
+    """The spark-submit options for ``request``. Pure and deterministic; never a secret (see :func:`split_conf`)."""
     public, _ = split_conf(request)
     jars = [str(j) for j in request.jars or ()]
     class_path = list(jars)
@@ -247,35 +265,57 @@ def build_command(
     packages = request.settings.packages
     if packages:
         public.pop("spark.jars.packages", None)
+    return SubmitParts(
+        master=request.settings.master,
+        deploy_mode=request.deploy_mode,
+        name=request.name,
+        conf={key: public[key] for key in sorted(public)},
+        jars=tuple(jars),
+        driver_class_path=tuple(class_path),
+        packages=packages or None,
+        properties_file=None if properties_file is None else str(properties_file),
+        py_files=None if py_files is None else str(py_files),
+        application=str(entry_script or entry_script_path()),
+        application_args=(
+            "run",
+            "--plan", str(request.plan_path),
+            "--group", str(request.group_id),
+            "--result", str(request.result_path),
+            "--catalog", request.catalog.name,
+            "--validation", request.validation,
+            "--max-retries", str(request.max_retries),
+        ),
+    )
 
+
+def build_command(
+    request: SubmitRequest,
+    *,
+    properties_file: Path | None,
+    py_files: Path | None,
+    entry_script: Path | None = None,
+) -> list[str]:
+    """The spark-submit argv for ``request``. Pure and deterministic: same input, same argv; never a secret."""
+    parts = submit_parts(request, properties_file=properties_file, py_files=py_files, entry_script=entry_script)
     argv = [
         str(request.spark_binary or SPARK_SUBMIT),
-        "--master", request.settings.master,
-        "--deploy-mode", request.deploy_mode,
-        "--name", request.name,
+        "--master", parts.master,
+        "--deploy-mode", parts.deploy_mode,
+        "--name", parts.name,
     ]
-    for key in sorted(public):
-        argv += ["--conf", f"{key}={public[key]}"]
-    if jars:
-        argv += ["--jars", ",".join(jars)]
-    if class_path:
-        argv += ["--driver-class-path", os.pathsep.join(class_path)]
-    if packages:
-        argv += ["--packages", packages]
-    if properties_file is not None:
-        argv += ["--properties-file", str(properties_file)]
-    if py_files is not None:
-        argv += ["--py-files", str(py_files)]
-    argv += [
-        str(entry_script or entry_script_path()),
-        "run",
-        "--plan", str(request.plan_path),
-        "--group", str(request.group_id),
-        "--result", str(request.result_path),
-        "--catalog", request.catalog.name,
-        "--validation", request.validation,
-        "--max-retries", str(request.max_retries),
-    ]
+    for key, value in parts.conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    if parts.jars:
+        argv += ["--jars", ",".join(parts.jars)]
+    if parts.driver_class_path:
+        argv += ["--driver-class-path", os.pathsep.join(parts.driver_class_path)]
+    if parts.packages:
+        argv += ["--packages", parts.packages]
+    if parts.properties_file is not None:
+        argv += ["--properties-file", parts.properties_file]
+    if parts.py_files is not None:
+        argv += ["--py-files", parts.py_files]
+    argv += [parts.application, *parts.application_args]
     return argv
 
 
