@@ -1,0 +1,134 @@
+"""Compaction of Iceberg merge-on-read tables: discover -> inspect -> plan -> compact (Spark) -> record -> summary.
+
+Thin on purpose: task bodies live in :mod:`icecompact_airflow.tasks`, the Spark step is the provider's
+``SparkSubmitOperator`` (:class:`icecompact_airflow.operators.CompactionSubmitOperator`) mapped over the job groups
+of every plan in the ``icecompact_spark`` pool. Parsing imports only Airflow, the Spark provider and our constants
+(no pyspark, no pyiceberg). Scheduled and backfill runs compact the partitions of their data interval on
+time-partitioned tables (param ``window``); see README "Airflow".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+
+from airflow.sdk import CronDataIntervalTimetable, Param, TriggerRule, dag, get_current_context, task
+
+from icecompact_airflow import DAG_ID, POOL, SCHEDULE_DEFAULT, SCHEDULE_ENV
+from icecompact_airflow.operators import CompactionSubmitOperator
+
+
+def _schedule() -> CronDataIntervalTimetable | None:
+    text = (os.environ.get(SCHEDULE_ENV) or SCHEDULE_DEFAULT).strip()
+    if text.lower() in ("none", "null", "manual"):
+        return None
+    # An interval timetable: a run's data interval is the period it covers (a cron trigger has an empty one).
+    return CronDataIntervalTimetable(text, timezone="UTC")
+
+
+def _context() -> dict:  # type: ignore[type-arg]
+    context = get_current_context()
+    run = context["dag_run"]
+    run_type = getattr(run.run_type, "value", run.run_type)
+    return {
+        "params": dict(context["params"]),
+        "run_type": str(run_type),
+        "data_interval_start": context.get("data_interval_start"),
+        "data_interval_end": context.get("data_interval_end"),
+        "dag_id": run.dag_id,
+        "dag_run_id": run.run_id,
+    }
+
+
+def _items(values: object) -> list:  # type: ignore[type-arg]
+    """The results of a mapped upstream task (a lazy sequence; empty when it was skipped)."""
+    if values is None:
+        return []
+    return [values[i] for i in range(len(values))]  # type: ignore[index,arg-type]
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=_schedule(),
+    start_date=_dt.datetime(2024, 1, 1, tzinfo=_dt.timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    tags=["iceberg", "compaction"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "tables": Param(["*"], type=["array", "string"],
+                        description="NAMESPACE.TABLE names or glob patterns over the catalog's tables ('*' = all)"),
+        "mode": Param("auto", enum=["auto", "minor", "major"], description="auto decides per partition"),
+        "partition_filter": Param(None, type=["null", "string"],
+                                  description="e.g. \"ts_day >= 2024-01-01 and region = 'EU'\" (safe language, not SQL)"),
+        "dry_run": Param(False, type="boolean", description="plan and record only; no Spark job"),
+        "policy": Param({}, type="object", description="policy overrides, e.g. {\"major.delete-ratio\": 0.2}"),
+        "max_parallel_jobs": Param(2, type="integer", minimum=1, maximum=64,
+                                   description="concurrent Spark jobs (always 1 on a SQLite catalog)"),
+        "validation": Param("checksum", enum=["none", "count", "checksum"], description="post-commit check"),
+        "max_retries": Param(3, type="integer", minimum=0, maximum=20, description="conflict retries per partition"),
+        "catalog": Param(None, type=["null", "string"],
+                         description="catalog name (Airflow connection icecompact_catalog_<name>, .pyiceberg.yaml, "
+                                     "or the embedded default)"),
+        "window": Param("auto", enum=["auto", "data_interval", "all"],
+                        description="auto: scheduled/backfill runs compact their data interval's partitions, "
+                                    "manual runs every partition"),
+    },
+)
+def iceberg_compaction() -> None:
+    @task
+    def discover() -> list[str]:
+        from icecompact_airflow import tasks
+
+        return tasks.discover(_context()["params"])
+
+    @task
+    def inspect(table: str) -> dict:  # type: ignore[type-arg]
+        from icecompact_airflow import tasks
+
+        return tasks.inspect(table, _context()["params"])
+
+    @task
+    def plan(inspection: dict) -> dict:  # type: ignore[type-arg]
+        from icecompact_airflow import tasks
+
+        ctx = _context()
+        return tasks.plan(inspection, ctx["params"], run_type=ctx["run_type"],
+                          data_interval_start=ctx["data_interval_start"], data_interval_end=ctx["data_interval_end"],
+                          dag_id=ctx["dag_id"], dag_run_id=ctx["dag_run_id"])
+
+    @task
+    def job_groups(plans: list) -> list:  # type: ignore[type-arg]
+        from icecompact_airflow import tasks
+
+        return tasks.job_groups(_items(plans), _context()["params"])
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)
+    def record(plans: list) -> list:  # type: ignore[type-arg]
+        from icecompact_airflow import tasks
+
+        return tasks.record(_items(plans), _context()["params"])
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)
+    def summary(plans: list) -> dict:  # type: ignore[type-arg]
+        from icecompact_airflow import tasks
+
+        return tasks.summary(_items(plans), _context()["params"])
+
+    plans = plan.expand(inspection=inspect.expand(table=discover()))
+    jobs = job_groups(plans)
+    compact = CompactionSubmitOperator.partial(
+        task_id="compact",
+        pool=POOL,
+        validation="{{ params.validation }}",
+        max_retries="{{ params.max_retries }}",
+        max_parallel_jobs="{{ params.max_parallel_jobs }}",
+        retries=0,
+    ).expand_kwargs(jobs)
+    recorded = record(plans)
+    compact >> recorded
+    recorded >> summary(plans)
+
+
+iceberg_compaction()

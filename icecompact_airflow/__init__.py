@@ -1,0 +1,17 @@
+"""Airflow glue for icecompact: DAG parameters, task bodies, the spark-submit operator and the UI plugin's data.
+
+Kept out of the ``compaction`` package (which never imports Airflow, see setup.cfg). Modules here import nothing
+heavy at import time (no pyspark, no pyiceberg): the DAG file imports them at parse time.
+"""
+
+DAG_ID = "iceberg_compaction"
+#: Airflow pool of the Spark jobs; its slot count is the platform's concurrent spark-submit budget (all DAG runs).
+POOL = "icecompact_spark"
+POOL_SLOTS_DEFAULT = 4
+#: Airflow connection of the Spark cluster (provider's ``spark`` type); embedded default when it does not exist.
+SPARK_CONN_ID = "spark_default"
+#: Airflow connection ``icecompact_catalog_<name>`` defines catalog ``<name>`` (extra = pyiceberg properties).
+CATALOG_CONN_PREFIX = "icecompact_catalog_"
+#: Schedule of the DAG: a cron expression or preset (``@daily``), or ``none`` for manual runs only.
+SCHEDULE_ENV = "ICECOMPACT_DAG_SCHEDULE"
+SCHEDULE_DEFAULT = "@daily"
