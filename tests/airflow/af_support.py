@@ -42,13 +42,19 @@ def airflow_cli(*args: str, check: bool = True, timeout: float = 600, env: dict[
                           timeout=timeout, check=check, env={**os.environ, **(env or {})})
 
 def catalog_connection_env(catalog: Any) -> dict[str, str]:
-    """``AIRFLOW_CONN_ICECOMPACT_CATALOG_<NAME>`` defining ``catalog`` as an Airflow connection (password apart)."""
+    """``AIRFLOW_CONN_ICECOMPACT_CATALOG_<NAME>`` defining ``catalog`` as an Airflow connection, with the database
+    password in the connection's password field (not in the URI, not in extra)."""
+    from sqlalchemy.engine import make_url
+
     props = dict(catalog.properties)
-    password = props.pop("password", None)
+    url = make_url(props["uri"])
+    password = props.pop("password", None) or url.password
+    props["uri"] = url.set(password=None).render_as_string(hide_password=False)
     conn: dict[str, Any] = {"conn_type": "generic", "extra": props}
     if password:
         conn["password"] = password
     return {f"AIRFLOW_CONN_ICECOMPACT_CATALOG_{catalog.name.upper()}": json.dumps(conn)}
+
 
 def fresh_dag() -> Any:
     """A freshly parsed DAG object (a DAG reused after an empty mapping would skip mapped tasks)."""

@@ -84,3 +84,69 @@ def test_dag_test_compacts_with_spark_submit_then_has_nothing_to_do(spark, sqlit
         assert ledger.outcomes(run2.run_id) == []
     assert sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id == \
         after.snapshot_id
+
+
+def _plan_of(run) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    with Ledger.open() as ledger:
+        record = ledger.plan(run.plan_id)
+    assert record is not None
+    return json.loads(record.plan_json)
+
+
+def _days(partitions: list) -> set:  # type: ignore[type-arg]
+    epoch = _dt.date(1970, 1, 1)
+    return {epoch + _dt.timedelta(days=f["value"]) for d in partitions for f in d["partition"]["fields"]
+            if f["name"] == "ts_day"}
+
+
+def test_a_run_plans_only_its_data_intervals_partitions(spark, sqlite_catalog: CatalogConfig, airflow_db: Path,
+                                                        catalog_conn) -> None:
+    catalog_conn(sqlite_catalog)
+    generate(spark, sqlite_catalog, "bf.events",
+             WorkloadSpec(seed=22, partitioning="days_ts", commits=2, rows_per_commit=20, days_span=3))
+    conf = {"tables": ["bf.events"], "catalog": sqlite_catalog.name, "mode": "major", "dry_run": True}
+    logical_date = _dt.datetime(2024, 1, 3, tzinfo=UTC)
+
+    # window=data_interval makes a manual dag.test() behave like a backfill run of that logical date.
+    dag_run = fresh_dag().test(logical_date=logical_date, run_conf={**conf, "window": "data_interval"})
+    assert str(getattr(dag_run.state, "value", dag_run.state)) == "success", task_states(dag_run)
+    start, end = dag_run.data_interval_start, dag_run.data_interval_end
+    assert end - start == _dt.timedelta(days=1) and start.hour == 0
+    interval_days = {start.date()}
+    (run,) = _runs_of(dag_run.run_id)
+    assert run.dry_run and run.status is RunStatus.SUCCEEDED
+    plan = _plan_of(run)
+    assert plan["partition_filter"]["text"] == f"ts_day >= {start.date()} and ts_day <= {start.date()}"
+    assert _days(plan["decisions"]) == interval_days
+    assert plan["groups"] and _days([t for g in plan["groups"] for t in g["tasks"]]) == interval_days
+    assert "compact" not in {t for (t, i) in task_states(dag_run) if i >= 0}, "a dry run starts no Spark job"
+
+    # The same logical date as a plain manual run (window auto) plans every partition: three days.
+    manual = fresh_dag().test(logical_date=logical_date, run_conf=conf)
+    (run_all,) = _runs_of(manual.run_id)
+    all_days = _days(_plan_of(run_all)["decisions"])
+    assert interval_days < all_days and len(all_days) == 3
+    assert _plan_of(run_all)["partition_filter"] is None
+
+
+def test_invalid_params_fail_before_any_work(sqlite_catalog: CatalogConfig, airflow_db: Path, catalog_conn,
+                                             capfd: pytest.CaptureFixture[str]) -> None:
+    catalog_conn(sqlite_catalog)
+    bad = {"tables": ["bf.events"], "catalog": sqlite_catalog.name, "partition_filter": "ts_day = 1 or 1 = 1"}
+    dag_run = fresh_dag().test(run_conf=bad)
+    states = task_states(dag_run)
+    assert str(getattr(dag_run.state, "value", dag_run.state)) == "failed"
+    assert states[("discover", -1)] == "failed"
+    assert all(state in ("upstream_failed", "skipped") or task in ("discover", "record", "summary")
+               for (task, _), state in states.items()), states
+    assert not [i for (t, i) in states if t == "compact" and i >= 0], "no Spark job"
+    assert _runs_of(dag_run.run_id) == [], "no ledger run"
+    log = "".join(capfd.readouterr())  # the task log (Airflow's structlog writes to the console in dag.test)
+    assert "ConfigError: invalid DAG param partition_filter='ts_day = 1 or 1 = 1': invalid partition filter: " \
+           "unsupported keyword (only 'and' is supported): 'or' at position 11" in log
+
+    # A value outside the Param schema is refused when the run is created, before any task runs.
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match="max_parallel_jobs"):
+        fresh_dag().test(run_conf={"max_parallel_jobs": 0})
