@@ -66,3 +66,140 @@ def fresh_dag() -> Any:
 
 def task_states(dag_run: Any) -> dict[tuple[str, int], str]:
     return {(ti.task_id, ti.map_index): str(getattr(ti.state, "value", ti.state)) for ti in dag_run.get_task_instances()}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ApiServer:
+    """A real ``airflow api-server`` (uvicorn, 1 worker) on 127.0.0.1 with this test session's AIRFLOW_HOME."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = AIRFLOW_HOME / f"api-server-{self.port}.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("airflow")), "api-server", "--host", "127.0.0.1", "--port",
+             str(self.port), "--workers", "1"],
+            stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True)
+
+    def wait_ready(self, attempts: int = 600) -> None:
+        import threading
+        import urllib.request
+
+        for _ in range(attempts):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"api-server exited {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            threading.Event().wait(0.5)
+        raise RuntimeError(f"api-server did not answer:\n{self.log_path.read_text()[-3000:]}")
+
+    def token(self, username: str) -> str:
+        import urllib.request
+
+        body = json.dumps({"username": username, "password": PASSWORDS[username]}).encode()
+        request = urllib.request.Request(f"{self.url}/auth/token", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return str(json.loads(response.read())["access_token"])
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+class AuthProxy:
+    """A local HTTP proxy that adds ``Authorization: Bearer <token>`` to every request it forwards: how the
+    headless browser carries a real Airflow token (Chromium has no command-line option for request headers)."""
+
+    def __init__(self, upstream: str, token: str) -> None:
+        import http.server
+        import threading
+        import urllib.error
+        import urllib.request
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                request = urllib.request.Request(upstream + self.path, headers={"Authorization": f"Bearer {token}"})
+                try:
+                    with urllib.request.urlopen(request, timeout=120) as response:
+                        status, headers, body = response.status, response.headers, response.read()
+                except urllib.error.HTTPError as e:
+                    status, headers, body = e.code, e.headers, e.read()
+                self.send_response(status)
+                self.send_header("Content-Type", headers.get("Content-Type", "text/plain"))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def png_pixels(data: bytes) -> tuple[int, int, set[tuple[int, int, int]]]:
+    """(width, height, distinct RGB colours) of an 8-bit RGB/RGBA PNG: enough to tell a rendered page apart."""
+    import struct
+    import zlib
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width, height, channels = 8, b"", 0, 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", chunk[:10])
+            assert depth == 8 and colour in (2, 6), f"unsupported PNG (depth {depth}, colour type {colour})"
+            channels = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    raw, stride = zlib.decompress(idat), width * channels
+    previous, colours = bytearray(stride), set()
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b = previous[i]
+            c = previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        colours.update(tuple(line[i:i + 3]) for i in range(0, stride, channels))  # type: ignore[misc]
+        previous = line
+    return width, height, colours
