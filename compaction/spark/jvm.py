@@ -205,21 +205,57 @@ def _class_array(spark: SparkSession, classes: Sequence[JavaObject]) -> JavaObje
 def partition_values(spark: SparkSession, spec: JavaObject, partition: JavaObject) -> tuple[PartitionScalar, ...]:
     """A Java partition ``StructLike`` (e.g. ``DataFile.partition()``) in internal representation."""
     j = jvm(spark)
-    out: list[PartitionScalar] = []
-    for i, f in enumerate(spec.partitionType().fields()):
-        type_id = str(f.type().typeId().toString())
-        value = partition.get(i, f.type().typeId().javaClass())
-        if value is None:
-            out.append(None)
-        elif type_id in ("BINARY", "FIXED"):
-            out.append(bytes(j.org.apache.iceberg.util.ByteBuffers.toByteArray(value)).hex())
-        elif type_id in ("DECIMAL", "UUID"):
-            out.append(str(value) if type_id == "DECIMAL" else str(value.toString()))
-        elif isinstance(value, (bool, int, float, str)):
-            out.append(value)
-        else:
-            out.append(str(value))
-    return tuple(out)
+    return tuple(
+        _internal_value(j, type_id, partition.get(i, java_class))
+        for i, (type_id, java_class) in enumerate(_partition_field_types(spec))
+    )
+
+
+def _partition_field_types(spec: JavaObject) -> list[tuple[str, JavaObject]]:
+    """(Iceberg TypeID name, Java class) of each field of ``spec``'s partition type, in order."""
+    return [(str(f.type().typeId().toString()), f.type().typeId().javaClass()) for f in spec.partitionType().fields()]
+
+
+def _internal_value(j: Any, type_id: str, value: Any) -> PartitionScalar:
+    if value is None:
+        return None
+    if type_id in ("BINARY", "FIXED"):
+        return bytes(j.org.apache.iceberg.util.ByteBuffers.toByteArray(value)).hex()
+    if type_id == "DECIMAL":
+        return str(value)
+    if type_id == "UUID":
+        return str(value.toString())
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+class PartitionDecoder:
+    """:func:`partition_values` for many files of one table: the spec-level lookups (partition type, field types,
+    Java classes: about ten py4j round trips per field) are made once per spec instead of once per file, so a
+    file's partition costs one round trip per field. Every py4j call is a socket round trip to the driver JVM,
+    which is what made per-file metadata walks slow."""
+
+    def __init__(self, spark: SparkSession, specs: JavaObject) -> None:
+        self._jvm = jvm(spark)
+        self._specs = specs  # Java Map<Integer, PartitionSpec> (Table.specs())
+        self._types: dict[int, list[tuple[str, JavaObject]]] = {}
+
+    def field_types(self, spec_id: int) -> list[tuple[str, JavaObject]]:
+        spec_id = int(spec_id)
+        if spec_id not in self._types:
+            spec = self._specs.get(spec_id)
+            if spec is None:
+                raise UnsupportedTableError(f"unknown partition spec {spec_id}")
+            self._types[spec_id] = _partition_field_types(spec)
+        return self._types[spec_id]
+
+    def values(self, spec_id: int, partition: JavaObject) -> tuple[PartitionScalar, ...]:
+        """The partition tuple of a file of spec ``spec_id`` (``partition`` is ``ContentFile.partition()``)."""
+        return tuple(
+            _internal_value(self._jvm, type_id, partition.get(i, java_class))
+            for i, (type_id, java_class) in enumerate(self.field_types(spec_id))
+        )
 
 
 def spark_partition_values(fields: Sequence[PartitionFieldDesc], partition: Row | None) -> tuple[PartitionScalar, ...]:

@@ -44,6 +44,9 @@ class MajorOutcome:
     removed_delete_files: int
     before: dict[str, int]
     after: dict[str, int]
+    #: The partition's files at the last snapshot (our last commit, or the base when nothing was committed),
+    #: scanned with the deletes Iceberg applies to each data file: the post-MAJOR check reuses it.
+    after_files: PartitionFiles | None = None
 
 
 def _find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | None:
@@ -167,7 +170,7 @@ def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *,
         commits.append(cleanup_id)
     table.refresh()
     last = commits[-1] if commits else base_id
-    after = scan_partition(spark, table, expression, last)
+    after = scan_partition(spark, table, expression, last, with_applied=True)
     return MajorOutcome(
         base_snapshot_id=base_id,
         commit_snapshot_ids=commits,
@@ -176,6 +179,7 @@ def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *,
         removed_delete_files=removed_by_action + removed,
         before=before.counts(),
         after=after.counts(),
+        after_files=after,
     )
 
 

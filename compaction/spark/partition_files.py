@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey, PartitionState
+from compaction.core.model import (
+    DataFileInfo,
+    DeleteContent,
+    DeleteFileInfo,
+    PartitionFieldValue,
+    PartitionKey,
+    PartitionState,
+)
+from compaction.spark import jvm as J
 
 # Reserved field id of ``file_path`` in position delete files (Iceberg spec, "Position Delete Files").
 FILE_PATH_FIELD_ID = 2147483546
@@ -52,6 +60,9 @@ class PartitionFiles:
     data_sequence: dict[str, int] = field(default_factory=dict)
     deletes: dict[tuple[str, int], Any] = field(default_factory=dict)  # every live delete file in scope
     applied: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # data path -> applied deletes
+    #: False when scanned with ``with_applied=False``: ``applied`` was not collected and must not be read.
+    has_applied: bool = True
+    _counts: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     def refine_position_deletes(self, spark: Any) -> None:
         """Replace Iceberg's bounds-based guess with the real targets of multi-file position delete files.
@@ -60,6 +71,8 @@ class PartitionFiles:
         every data file whose path falls between the file's ``file_path`` bounds and whose data sequence number is
         <= the delete's. After a rewrite that kept the starting sequence number, such a file can look "applied" to
         a new file it never names. Reading the distinct ``file_path`` values of the delete file tells the truth."""
+        if not self.has_applied:
+            raise ValueError("refine_position_deletes needs a scan made with with_applied=True")
         pending = [
             ref for ref, d in self.deletes.items()
             if delete_kind(d) is DeleteContent.POSITION and d.referencedDataFile() is None
@@ -72,14 +85,19 @@ class PartitionFiles:
                 refs.discard(ref)
 
     def counts(self) -> dict[str, int]:
-        return {
-            "data_files": len(self.data),
-            "data_bytes": sum(int(f.fileSizeInBytes()) for f in self.data.values()),
-            "records": sum(int(f.recordCount()) for f in self.data.values()),
-            "delete_files": len(self.deletes),
-            "delete_records": sum(int(f.recordCount()) for f in self.deletes.values()),
-            "equality_delete_files": sum(1 for f in self.deletes.values() if delete_kind(f) is DeleteContent.EQUALITY),
-        }
+        """Totals of the scanned files; computed once (each value is a py4j round trip per file), the files of a
+        scan never change."""
+        if self._counts is None:
+            self._counts = {
+                "data_files": len(self.data),
+                "data_bytes": sum(int(f.fileSizeInBytes()) for f in self.data.values()),
+                "records": sum(int(f.recordCount()) for f in self.data.values()),
+                "delete_files": len(self.deletes),
+                "delete_records": sum(int(f.recordCount()) for f in self.deletes.values()),
+                "equality_delete_files": sum(1 for f in self.deletes.values()
+                                             if delete_kind(f) is DeleteContent.EQUALITY),
+            }
+        return dict(self._counts)
 
     def to_state(self, key: PartitionKey) -> PartitionState:
         """The planner's view of these files (for re-evaluating a stale plan inside the job)."""
@@ -105,9 +123,14 @@ class PartitionFiles:
         return PartitionState(key=key, data_files=data, delete_files=tuple(deletes))
 
 
-def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | None) -> PartitionFiles:
-    """Files of the partition selected by ``expression`` at ``snapshot_id`` (None: table has no snapshot)."""
-    result = PartitionFiles(snapshot_id)
+def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | None, *,
+                   with_applied: bool = True) -> PartitionFiles:
+    """Files of the partition selected by ``expression`` at ``snapshot_id`` (None: table has no snapshot).
+
+    ``with_applied=False`` skips collecting which deletes Iceberg applies to each data file (``applied``): that is
+    one py4j round trip per (data file, delete) pair, thousands on a partition that needs a MAJOR, and only the
+    post-MAJOR check reads it. ``deletes`` (every live delete file in scope) is complete either way."""
+    result = PartitionFiles(snapshot_id, has_applied=with_applied)
     if snapshot_id is None:
         return result
     scan = table.newScan().useSnapshot(int(snapshot_id)).filter(expression).ignoreResiduals()
@@ -116,6 +139,8 @@ def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | N
         path = str(f.location())
         result.data[path] = f
         result.data_sequence[path] = int(f.dataSequenceNumber())
+        if not with_applied:
+            continue
         refs = result.applied.setdefault(path, set())
         for d in task.deletes():
             ref = delete_ref(d)
@@ -148,11 +173,34 @@ def snapshots_between(table: Any, base_snapshot_id: int, until_snapshot_id: int)
 
 
 # Dangling deletes ------------------------------------------------------------------------------------------------
-def _partition_filtered(reader: Any, table: Any, spec_id: int, expression: Any, j: Any) -> Any:
-    """Filter a manifest by partition only. ``filterRows`` would also prune by column statistics, which is right
-    for reading rows but wrong for deciding whether a delete file still has a data file to apply to."""
-    spec = table.specs().get(int(spec_id))
-    return reader.filterPartitions(j.org.apache.iceberg.expressions.Projections.inclusive(spec).project(expression))
+class _PartitionScope:
+    """The row filter ``expression`` projected onto each spec's partition tuple (``Projections.inclusive``, as
+    Iceberg's scan planning does), with a ``ManifestEvaluator`` on it, made once per spec. Partition values only:
+    column statistics are never consulted (see :func:`find_dangling_deletes`)."""
+
+    def __init__(self, spark: Any, table: Any, expression: Any) -> None:
+        self._expressions = J.jvm(spark).org.apache.iceberg.expressions
+        self._table = table
+        self._expression = expression
+        self._by_spec: dict[int, tuple[Any, Any]] = {}
+
+    def _get(self, spec_id: int) -> tuple[Any, Any]:
+        if spec_id not in self._by_spec:
+            spec = self._table.specs().get(int(spec_id))
+            projected = self._expressions.Projections.inclusive(spec).project(self._expression)
+            evaluator = self._expressions.ManifestEvaluator.forPartitionFilter(projected, spec, True)
+            self._by_spec[spec_id] = (projected, evaluator)
+        return self._by_spec[spec_id]
+
+    def may_match(self, manifest: Any, spec_id: int) -> bool:
+        """False only when the manifest's partition summaries prove no entry's partition matches: skipping it
+        saves opening the manifest (one py4j call instead of about eight)."""
+        return bool(self._get(spec_id)[1].eval(manifest))
+
+    def filtered(self, reader: Any, spec_id: int) -> Any:
+        """Filter a manifest by partition only. ``filterRows`` would also prune by column statistics, which is
+        right for reading rows but wrong for deciding whether a delete file still has a data file to apply to."""
+        return reader.filterPartitions(self._get(spec_id)[0])
 
 
 def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: Any, *,
@@ -166,59 +214,101 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
       seq < its own; with none live it is dangling;
     * an equality delete of an unpartitioned spec applies to every data file of the table; it is only judged when
       the scan covers the whole table.
+
+    The files a position delete names come from metadata when Iceberg can tell them (:func:`position_delete_target`);
+    only the others are read (one Spark job for all of them). Returned delete files are copies (safe to keep).
     """
-    j = spark.sparkContext._jvm
+    j = J.jvm(spark)
     io, specs = table.io(), table.specs()
     snapshot = table.snapshot(int(snapshot_id))
-    from compaction.spark.jvm import partition_values
+    decoder = J.PartitionDecoder(spark, specs)
+    scope = _PartitionScope(spark, table, expression)
+    target_of = j.org.apache.iceberg.util.ContentFileUtil.referencedDataFileLocation
 
     data_by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[str, int]]] = {}
     for manifest in snapshot.dataManifests(io):
         spec_id = int(manifest.partitionSpecId())
+        if not covers_whole_table and not scope.may_match(manifest, spec_id):
+            continue
         reader = j.org.apache.iceberg.ManifestFiles.read(manifest, io, specs)
         if not covers_whole_table:
-            reader = _partition_filtered(reader, table, spec_id, expression, j)
-        spec = specs.get(spec_id)
+            reader = scope.filtered(reader, spec_id)
         for f in _iterate(reader):
-            key = (spec_id, partition_values(spark, spec, f.partition()))
+            key = (spec_id, decoder.values(spec_id, f.partition()))
             data_by_partition.setdefault(key, []).append((str(f.location()), int(f.dataSequenceNumber())))
-    candidates: list[tuple[Any, tuple[int, tuple[Any, ...]]]] = []
+    all_data = [entry for files in data_by_partition.values() for entry in files]
+
+    unpartitioned: dict[int, bool] = {}
+    dangling: list[Any] = []
+    unresolved: list[tuple[Any, tuple[int, tuple[Any, ...]], int]] = []  # multi-file position deletes
     for manifest in snapshot.deleteManifests(io):
         spec_id = int(manifest.partitionSpecId())
-        reader = _partition_filtered(j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs),
-                                     table, spec_id, expression, j)
-        spec = specs.get(spec_id)
-        for d in _iterate(reader):
-            candidates.append((d.copy(), (spec_id, partition_values(spark, spec, d.partition()))))
-
-    multi_file = [d for d, _ in candidates
-                  if delete_kind(d) is DeleteContent.POSITION and d.referencedDataFile() is None]
-    targets = _position_delete_targets(spark, multi_file)
-    all_data = [entry for files in data_by_partition.values() for entry in files]
-    dangling = []
-    for d, key in candidates:
-        seq = int(d.dataSequenceNumber())
-        kind = delete_kind(d)
-        if kind is DeleteContent.EQUALITY:
-            if specs.get(key[0]).isUnpartitioned():
-                if not covers_whole_table:
-                    continue
-                scope = all_data
-            else:
-                scope = data_by_partition.get(key, [])
-            if not any(data_seq < seq for _, data_seq in scope):
-                dangling.append(d)
+        if not scope.may_match(manifest, spec_id):
             continue
-        referenced = d.referencedDataFile()
-        named = {str(referenced)} if referenced is not None else targets.get(delete_ref(d), set())
-        scope = data_by_partition.get(key, [])
-        if not any(path in named and data_seq <= seq for path, data_seq in scope):
+        if spec_id not in unpartitioned:
+            unpartitioned[spec_id] = bool(specs.get(spec_id).isUnpartitioned())
+        reader = scope.filtered(j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs), spec_id)
+        for d in _iterate(reader):
+            key = (spec_id, decoder.values(spec_id, d.partition()))
+            seq = int(d.dataSequenceNumber())
+            # Position delete or DV naming exactly one data file (None for equality deletes and for position
+            # delete files that name several files).
+            target = target_of(d)
+            if target is not None:
+                if not any(path == target and data_seq <= seq for path, data_seq in data_by_partition.get(key, [])):
+                    dangling.append(d.copy())
+                continue
+            if str(d.content().toString()) == "EQUALITY_DELETES":
+                if unpartitioned[spec_id]:
+                    if not covers_whole_table:
+                        continue
+                    eq_scope = all_data
+                else:
+                    eq_scope = data_by_partition.get(key, [])
+                if not any(data_seq < seq for _, data_seq in eq_scope):
+                    dangling.append(d.copy())
+                continue
+            unresolved.append((d.copy(), key, seq))
+
+    targets = _read_position_delete_targets(spark, [d for d, _, _ in unresolved])
+    for d, key, seq in unresolved:
+        named = targets.get(delete_ref(d), set())
+        if not any(path in named and data_seq <= seq for path, data_seq in data_by_partition.get(key, [])):
             dangling.append(d)
     return dangling
 
 
+def position_delete_target(spark: Any, delete_file: Any) -> str | None:
+    """The one data file a position delete file or DV applies to, from metadata, or None when metadata cannot tell
+    (the file may name several data files; equality deletes also give None).
+
+    ``ContentFileUtil.referencedDataFileLocation``: ``referenced_data_file`` when set (always for DVs), else the
+    ``file_path`` lower bound when it equals the upper bound. Iceberg's own scan planning (``DeleteFileIndex``)
+    uses exactly this to index a position delete by data file path, i.e. to apply it to that file only, so the
+    answer is Iceberg's definition of the delete's target, not a guess. Bounds equal means every ``file_path``
+    value in the file is that string (a truncated upper bound is incremented, so it never equals a lower bound)."""
+    location = J.jvm(spark).org.apache.iceberg.util.ContentFileUtil.referencedDataFileLocation(delete_file)
+    return str(location) if location is not None else None
+
+
 def _position_delete_targets(spark: Any, delete_files: list[Any]) -> dict[tuple[str, int], set[str]]:
-    """Distinct ``file_path`` values of position delete files (one Spark job for all of them)."""
+    """The data files each position delete file names: from metadata where Iceberg can tell
+    (:func:`position_delete_target`: Spark's v2 position deletes are file-scoped by their bounds), otherwise by
+    reading the file's distinct ``file_path`` values (one Spark job for all of those)."""
+    out: dict[tuple[str, int], set[str]] = {}
+    rest = []
+    for d in delete_files:
+        target = position_delete_target(spark, d)
+        if target is not None:
+            out[delete_ref(d)] = {target}
+        else:
+            rest.append(d)
+    out.update(_read_position_delete_targets(spark, rest))
+    return out
+
+
+def _read_position_delete_targets(spark: Any, delete_files: list[Any]) -> dict[tuple[str, int], set[str]]:
+    """Distinct ``file_path`` values of position delete files, read with Spark (one job for all of them)."""
     if not delete_files:
         return {}
     from functools import reduce
@@ -234,25 +324,55 @@ def _position_delete_targets(spark: Any, delete_files: list[Any]) -> dict[tuple[
     return out
 
 
-def touched_partitions(spark: Any, table: Any, snapshot_id: int) -> set[PartitionKey]:
-    """Every (spec, partition) whose files a snapshot added or removed (data and delete files)."""
-    from compaction.core.model import PartitionFieldValue
-    from compaction.spark.jvm import partition_fields, partition_values
+# SnapshotSummary.CHANGED_PARTITION_COUNT_PROP: distinct partitions (spec.partitionToPath) of the files a commit
+# added or removed, data and delete files alike; absent when Iceberg could not count them (appended manifests).
+CHANGED_PARTITION_COUNT = "changed-partition-count"
 
+
+def _changed_partition_count(snapshot: Any) -> int | None:
+    summary = snapshot.summary()
+    value = summary.get(CHANGED_PARTITION_COUNT) if summary is not None else None
+    try:
+        return int(str(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def touched_partitions(spark: Any, table: Any, snapshot_id: int) -> set[PartitionKey]:
+    """Every (spec, partition) whose files a snapshot added or removed (data and delete files).
+
+    Fast path, single-spec tables only: when Iceberg's snapshot summary counts exactly one changed partition, the
+    answer is the partition of the first changed file. Iceberg counts distinct ``spec.partitionToPath`` strings,
+    which identify a partition of one spec except that a null and the string ``'null'`` both render as ``null``;
+    keys holding either fall back to the walk. With several specs, paths of different specs can collide, so the
+    walk (every added/removed file) is always used there."""
     io, specs = table.io(), table.specs()
     snapshot = table.snapshot(int(snapshot_id))
-    keys: set[PartitionKey] = set()
+    decoder = J.PartitionDecoder(spark, specs)
     fields_by_spec: dict[int, Any] = {}
-    for files in (snapshot.addedDataFiles(io), snapshot.removedDataFiles(io),
-                  snapshot.addedDeleteFiles(io), snapshot.removedDeleteFiles(io)):
-        for f in _iterate(files):
-            spec_id = int(f.specId())
-            spec = specs.get(spec_id)
-            if spec_id not in fields_by_spec:
-                fields_by_spec[spec_id] = partition_fields(table, spec)
-            values = partition_values(spark, spec, f.partition())
-            keys.add(PartitionKey(spec_id, tuple(
-                PartitionFieldValue(fd.name, fd.transform, fd.source_column, v)
-                for fd, v in zip(fields_by_spec[spec_id], values)
-            )))
+
+    def key_of(f: Any) -> PartitionKey:
+        spec_id = int(f.specId())
+        if spec_id not in fields_by_spec:
+            fields_by_spec[spec_id] = J.partition_fields(table, specs.get(spec_id))
+        values = decoder.values(spec_id, f.partition())
+        return PartitionKey(spec_id, tuple(
+            PartitionFieldValue(fd.name, fd.transform, fd.source_column, v)
+            for fd, v in zip(fields_by_spec[spec_id], values)
+        ))
+
+    changes = (snapshot.addedDataFiles, snapshot.removedDataFiles, snapshot.addedDeleteFiles,
+               snapshot.removedDeleteFiles)
+    if int(specs.size()) == 1 and _changed_partition_count(snapshot) == 1:
+        for change in changes:
+            it = change(io).iterator()
+            if it.hasNext():
+                key = key_of(it.next())
+                if not any(f.value is None or f.value == "null" for f in key.fields):
+                    return {key}
+                break
+    keys: set[PartitionKey] = set()
+    for change in changes:
+        for f in _iterate(change(io)):
+            keys.add(key_of(f))
     return keys
