@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 import enum
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Tuple
 
 from compaction.core.errors import CommitConflictError, CompactionError, ConfigError, RewriteJobError
 
@@ -58,6 +59,60 @@ def fingerprint(spark: SparkSession, table_ref: str, snapshot_id: int, predicate
     row_hash = F.xxhash64(F.to_json(F.struct(*[F.col("`" + c.replace("`", "``") + "`") for c in df.columns])))
     agg = df.agg(F.count(F.lit(1)).alias("n"), F.sum(row_hash.cast("decimal(38,0)")).alias("h")).collect()[0]
     return Fingerprint(int(agg["n"]), str(agg["h"] if agg["h"] is not None else 0))
+
+
+FingerprintKey = Tuple[int, FrozenSet[Any]]
+
+
+class FingerprintCache:
+    """Fingerprints of (snapshot, set of partition keys), each read at most once, optionally read ahead.
+
+    Sound because a snapshot never changes: the rows of a snapshot restricted to a fixed set of partitions are a
+    pure function of both. Our cleanup commit's parent is our rewrite commit, whose rows were just read as the
+    rewrite's "after", and the rewrite's parent is the base snapshot, whose rows can be read while Iceberg's
+    rewrite action runs (one file group of one partition leaves a core idle). ``compute`` is called as
+    ``compute(snapshot_id, predicate)``; the caller binds the session, table and level."""
+
+    def __init__(self, compute: Callable[[int, Any], Fingerprint | None]) -> None:
+        self._compute = compute
+        self._values: dict[FingerprintKey, Fingerprint | None] = {}
+        self._pending: dict[FingerprintKey, Future[Fingerprint | None]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+
+    def prefetch(self, snapshot_id: int, keys: FrozenSet[Any], predicate: Any) -> None:
+        """Start reading in a background thread (Spark runs jobs of several threads concurrently)."""
+        key = (int(snapshot_id), keys)
+        if key in self._values or key in self._pending:
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecompact-prefetch")
+        self._pending[key] = self._executor.submit(self._compute, int(snapshot_id), predicate)
+
+    def get(self, snapshot_id: int, keys: FrozenSet[Any], predicate: Any) -> Fingerprint | None:
+        key = (int(snapshot_id), keys)
+        if key not in self._values:
+            future = self._pending.pop(key, None)
+            value = None
+            done = False
+            if future is not None:
+                try:
+                    value, done = future.result(), True
+                except Exception:  # a failed read-ahead is simply read again, in this thread, where errors surface
+                    done = False
+            self._values[key] = value if done else self._compute(int(snapshot_id), predicate)
+        return self._values[key]
+
+    def close(self) -> None:
+        """Wait for read-aheads still running (never leave a Spark job behind) and stop the thread."""
+        for future in self._pending.values():
+            try:
+                future.result()
+            except Exception:  # nobody asked for this value any more
+                pass
+        self._pending.clear()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
 
 def java_exception_chain(error: BaseException) -> list[tuple[str, str]]:
