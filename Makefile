@@ -4,13 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test lint typecheck bench clean
+.PHONY: install browser demo test lint typecheck bench clean
 
 install:
 	@scripts/install.sh
 
+browser:
+	@scripts/install.sh --with-browser
+
+# The compaction DAG run for real by `airflow dags test` (Airflow home: $ICECOMPACT_HOME/airflow, default
+# ~/.icecompact/airflow); see README "Airflow". `icecompact demo` is the same without Airflow.
 demo: install
-	$(VENV)/bin/icecompact demo
+	$(PY) -m icecompact_airflow.demo
 
 lint: install
 	$(VENV)/bin/lint-imports --config setup.cfg
@@ -18,7 +23,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy compaction/core
 
-test: install lint typecheck
+test: install browser lint typecheck
 	$(PY) -m pytest tests -q
 
 bench: install
