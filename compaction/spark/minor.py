@@ -1,0 +1,551 @@
+"""MINOR compaction of one partition: equality deletes converted into position deletes (v2) or deletion vectors
+(v3), several position deletes of one data file merged into one, dangling deletes removed. Data files are never
+rewritten.
+
+Iceberg rules this module relies on (spec, "Scan Planning"; DESIGN.md §2):
+
+* an equality delete with data sequence number S applies to data files with data sequence < S of its own spec and
+  partition, or of every partition when its spec is unpartitioned (a "global" delete). Which equality deletes
+  apply to which data file is taken from Iceberg's own scan planning (``FileScanTask.deletes()``), so the sequence
+  and partition rules are Iceberg's, not ours;
+* a position delete / DV names its data file, so once written for a data file it keeps applying to exactly that
+  file: the new files are committed in a ``RowDelta``, whose sequence number is above every targeted data file's
+  (a position delete applies to data files with sequence <= its own);
+* v3 allows one DV per data file: a data file's new DV is the union of its old DV, its old position deletes and
+  the converted rows, and replaces them in the same commit;
+* removing an equality delete is only safe while every data file it applied to is still live and no data file
+  with a lower sequence number was added to its scope since the start. Iceberg checks the first inside the
+  commit (``validateDataFilesExist`` over every targeted file, so a concurrent MAJOR makes our commit fail and
+  retry); we check the second ourselves after the commit (a concurrent rewrite that kept its starting sequence
+  number) and roll back if it ever happens.
+
+Why a ``RowDelta`` (operation ``delete``) rather than a ``RewriteFiles``: only ``RowDelta`` validates that the
+targeted data files still exist within Iceberg's commit retry loop, and a concurrent MAJOR only notices new
+position deletes for the files it replaces when they come in a ``delete``/``overwrite`` snapshot.
+
+How rows are found: Spark reads the partition through Iceberg's reader with the ``_file``, ``_pos`` and
+``_deleted`` metadata columns (``_deleted`` makes Iceberg return deleted rows flagged instead of dropping them, with
+the table's own column mapping by field id), and joins them null-safely with the equality-delete rows on each
+file's equality columns, restricted to the (data file, delete file) pairs Iceberg's planning says apply.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any, Iterable
+
+from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
+from compaction.core.model import DeleteContent, PartitionKey
+from compaction.spark import jvm as J
+from compaction.spark.partition_files import (
+    PartitionFiles,
+    _iterate,
+    added_data_files,
+    delete_kind,
+    delete_ref,
+    scan_partition,
+    snapshots_between,
+)
+
+TASK_PROPERTY = "icecompact.task-attempt"
+PLAN_PROPERTY = "icecompact.plan-id"
+KIND_PROPERTY = "icecompact.kind"
+
+# Reserved field ids of position delete files (Iceberg spec, "Position Delete Files").
+FILE_PATH_FIELD_ID = 2147483546
+POS_FIELD_ID = 2147483545
+
+# Spark types the raw Parquet read of an equality-delete file can match by field id. UUID columns are stored as
+# fixed[16] while Iceberg's Spark reader shows them as strings, so they cannot be joined without a conversion.
+_UNSUPPORTED_EQUALITY_TYPES = ("UUID", "STRUCT", "LIST", "MAP", "VARIANT", "GEOMETRY", "GEOGRAPHY", "UNKNOWN")
+
+
+@dataclass
+class MinorOutcome:
+    base_snapshot_id: int | None
+    commit_snapshot_ids: list[int]
+    converted_equality_deletes: int
+    converted_rows: int
+    merged_position_deletes: int
+    removed_delete_files: int
+    added_delete_files: int
+    before: dict[str, int]
+    after: dict[str, int]
+    rewritten_data_files: int = 0  # MINOR never rewrites data files
+    added_data_files: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Work:
+    """What one attempt will replace, decided from the partition's files at the base snapshot."""
+
+    equality: dict[tuple[str, int], Any]  # refs of the equality deletes to convert -> DeleteFile
+    eq_targets: dict[str, set[tuple[str, int]]]  # data path -> equality deletes (of ``equality``) applying to it
+    positional: dict[tuple[str, int], Any]  # position deletes / DVs to absorb -> DeleteFile
+    data_files: dict[str, Any]  # data files that get a new position delete / DV (path -> DataFile)
+    dangling: dict[tuple[str, int], Any]  # position deletes naming no live data file
+
+
+def _same_partition(spark: Any, table: Any, f: Any, key: PartitionKey, values: tuple[Any, ...]) -> bool:
+    if int(f.specId()) != key.spec_id:
+        return False
+    return J.partition_values(spark, table.specs().get(int(f.specId())), f.partition()) == values
+
+
+def _is_file_scoped(d: Any) -> bool:
+    return d.referencedDataFile() is not None
+
+
+def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles, *, whole_table: bool) -> _Work:
+    """Which delete files to convert or merge and which data files get a new position delete / DV.
+
+    * every equality delete of ``key``'s spec and partition (for an unpartitioned key on a table whose scan covers
+      the whole table: the global equality deletes) is converted;
+    * a position delete / DV of the partition is absorbed unless it is *settled*: file-scoped, the only position
+      delete applying to its data file, and that data file receives no converted rows;
+    * every data file some converted equality delete applies to, or some absorbed position delete names, gets
+      one new position delete file (v2) or DV (v3) holding all its deleted positions.
+    """
+    values = tuple(f.value for f in key.fields)
+    in_key = {ref: d for ref, d in files.deletes.items() if _same_partition(spark, table, d, key, values)}
+    if key.is_unpartitioned and not whole_table:
+        raise UnsupportedTableError("global equality deletes are only converted by a scan of the whole table")
+    equality = {ref: d for ref, d in in_key.items() if delete_kind(d) is DeleteContent.EQUALITY}
+    eq_targets: dict[str, set[tuple[str, int]]] = {}
+    positional_applying: dict[str, set[tuple[str, int]]] = {}
+    for path, refs in files.applied.items():
+        hits = {r for r in refs if r in equality}
+        if hits:
+            eq_targets[path] = hits
+        pos = {r for r in refs if r in files.deletes and delete_kind(files.deletes[r]) is not DeleteContent.EQUALITY}
+        if pos:
+            positional_applying[path] = pos
+    positional_in_key = {ref: d for ref, d in in_key.items() if delete_kind(d) is not DeleteContent.EQUALITY}
+
+    applied_anywhere = {r for refs in positional_applying.values() for r in refs}
+    dangling = {ref: d for ref, d in positional_in_key.items() if ref not in applied_anywhere}
+    absorbed: dict[tuple[str, int], Any] = {}
+    for ref, d in positional_in_key.items():
+        if ref in dangling:
+            continue
+        targets = [p for p, refs in positional_applying.items() if ref in refs]
+        settled = (
+            _is_file_scoped(d) and len(targets) == 1 and len(positional_applying[targets[0]]) == 1
+            and targets[0] not in eq_targets
+        )
+        if not settled:
+            absorbed[ref] = d
+    rewritten_paths = set(eq_targets)
+    for path, refs in positional_applying.items():
+        if refs & set(absorbed):
+            rewritten_paths.add(path)
+    # A data file that gets a new file must have *all* its position deletes folded into it (one per data file).
+    for path in rewritten_paths:
+        for ref in positional_applying.get(path, ()):
+            absorbed.setdefault(ref, files.deletes[ref])
+    # Folding may pull in a partition-scoped file that also names other data files: they need new files as well.
+    changed = True
+    while changed:
+        changed = False
+        for path, refs in positional_applying.items():
+            if path not in rewritten_paths and refs & set(absorbed):
+                rewritten_paths.add(path)
+                for ref in refs:
+                    absorbed.setdefault(ref, files.deletes[ref])
+                changed = True
+    return _Work(
+        equality=equality,
+        eq_targets=eq_targets,
+        positional=absorbed,
+        data_files={p: files.data[p] for p in sorted(rewritten_paths)},
+        dangling=dangling,
+    )
+
+
+# Reading -----------------------------------------------------------------------------------------------------------
+def _glob_escape(path: str) -> str:
+    # spark.read.parquet globs its paths; Iceberg's URL-encoding of partition values leaves '*' unescaped.
+    out = []
+    for ch in path:
+        if ch in "*?[]{}\\":
+            out.append("\\")
+        out.append(ch)
+    return "".join(out)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _equality_columns(table: Any, d: Any) -> tuple[tuple[int, str], ...]:
+    schema = table.schema()
+    out = []
+    for fid in d.equalityFieldIds():
+        column = schema.findColumnName(int(fid))
+        if column is None:
+            raise UnsupportedTableError(f"equality delete {d.location()} uses field id {fid}, which is no longer in the "
+                                        "table schema")
+        ftype = str(schema.findType(int(fid)).typeId().toString())
+        if ftype in _UNSUPPORTED_EQUALITY_TYPES:
+            raise UnsupportedTableError(f"equality deletes on a {ftype.lower()} column ({column}) are not converted")
+        out.append((int(fid), str(column)))
+    return tuple(out)
+
+
+def _check_formats(files: Iterable[Any], what: str) -> None:
+    for f in files:
+        fmt = str(f.format().toString()).upper()
+        if fmt != "PARQUET":
+            raise UnsupportedTableError(f"{what} {f.location()} is {fmt}: MINOR reads Parquet delete files only")
+
+
+def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: int, row_filter: Any,
+                      work: _Work) -> Any:
+    """DataFrame (file_path, pos) of the rows the converted equality deletes delete, per Iceberg's applicability."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    if not work.eq_targets:
+        return None
+    # Equality-delete files are read as plain Parquet, matched to the table's columns by field id (names may have
+    # changed since they were written). Only reads whose schema carries field ids are affected.
+    spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    refs = sorted(work.equality)
+    index = {ref: i for i, ref in enumerate(refs)}
+    _check_formats(work.equality.values(), "equality delete file")
+    columns_of = {ref: _equality_columns(table, work.equality[ref]) for ref in refs}
+    all_columns = sorted({c for cols in columns_of.values() for c in cols})
+    pairs = [(path, index[r]) for path, rs in sorted(work.eq_targets.items()) for r in sorted(rs)]
+    applicability = spark.createDataFrame(pairs, StructType([StructField("__file", StringType(), False),
+                                                             StructField("__e", LongType(), False)]))
+    rows = (
+        spark.read.format("iceberg").option("snapshot-id", str(base_snapshot_id)).load(table_ref)
+        .where(row_filter)
+        # _deleted: Iceberg returns rows its deletes remove, flagged, instead of dropping them; the flag itself is
+        # not needed (already-deleted rows end up in the same position set).
+        .select(F.col("_file"), F.col("_pos"), F.col("_deleted"), *[F.col(_quote(c)).alias(f"c{fid}")
+                                                                    for fid, c in all_columns])
+        .join(F.broadcast(applicability), F.col("_file") == F.col("__file"))
+    )
+    spark_types = {name: rows.schema[name].dataType for name in rows.columns}
+    matched = None
+    by_columns: dict[tuple[tuple[int, str], ...], list[tuple[str, int]]] = {}
+    for ref in refs:
+        by_columns.setdefault(columns_of[ref], []).append(ref)
+    for cols, group in by_columns.items():
+        schema = StructType([
+            StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid}) for fid, _ in cols
+        ])
+        frames = [
+            spark.read.schema(schema).parquet(_glob_escape(ref[0])).withColumn("__d", F.lit(index[ref]).cast("long"))
+            for ref in group
+        ]
+        deletes = reduce(lambda a, b: a.unionByName(b), frames).distinct().alias("d")
+        condition = F.col("__e") == F.col("d.__d")
+        for fid, _ in cols:
+            condition = condition & F.col(f"r.c{fid}").eqNullSafe(F.col(f"d.c{fid}"))
+        # ``_deleted`` stays in the output: were it pruned, Iceberg would drop deleted rows instead of flagging them.
+        hit = rows.alias("r").join(F.broadcast(deletes), condition).select(
+            F.col("r._file").alias("file_path"), F.col("r._pos").alias("pos"), F.col("r._deleted").alias("deleted"))
+        matched = hit if matched is None else matched.unionByName(hit)
+    return matched
+
+
+def absorbed_positions(spark: Any, work: _Work) -> Any:
+    """DataFrame (file_path, pos) of the rows named by the absorbed Parquet position-delete files, restricted to the
+    data files that get a new file (rows naming files that are gone are dropped: they can never apply again)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    parquet = [d for d in work.positional.values() if delete_kind(d) is DeleteContent.POSITION]
+    if not parquet:
+        return None
+    _check_formats(parquet, "position delete file")
+    paths = sorted({str(d.location()) for d in parquet})
+    live = spark.createDataFrame([(p,) for p in work.data_files], StructType([StructField("__file", StringType())]))
+    raw = spark.read.parquet(*[_glob_escape(p) for p in paths]).select("file_path", "pos")
+    return raw.join(F.broadcast(live), F.col("file_path") == F.col("__file")).select("file_path", "pos")
+
+
+def collect_positions(frame: Any) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    if frame is None:
+        return out
+    for row in frame.distinct().collect():  # all columns: see matched_positions on ``_deleted``
+        out.setdefault(str(row["file_path"]), set()).add(int(row["pos"]))
+    return out
+
+
+def union_positions(*parts: dict[str, set[int]]) -> dict[str, list[int]]:
+    merged: dict[str, set[int]] = {}
+    for part in parts:
+        for path, positions in part.items():
+            merged.setdefault(path, set()).update(positions)
+    return {path: sorted(positions) for path, positions in merged.items()}
+
+
+# Writing ---------------------------------------------------------------------------------------------------------
+def _arrow_position_deletes(path: str, positions: list[int]) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    schema = pa.schema([
+        pa.field("file_path", pa.string(), nullable=False,
+                 metadata={b"PARQUET:field_id": str(FILE_PATH_FIELD_ID).encode()}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": str(POS_FIELD_ID).encode()}),
+    ])
+    return pa.Table.from_arrays([pa.array([path] * len(positions), pa.string()), pa.array(positions, pa.int64())],
+                                schema=schema)
+
+
+def write_position_delete_file(spark: Any, table: Any, data_file: Any, positions: list[int]) -> Any:
+    """A v2 file-scoped position-delete file for one data file: rows sorted by (file_path, pos) as the spec requires,
+    metrics computed by Iceberg (``MetricsConfig.forPositionDelete``), ``referenced_data_file`` set."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    from compaction.spark.equality_deletes import _write_bytes
+
+    j = J.jvm(spark)
+    spec = table.specs().get(int(data_file.specId()))
+    name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
+    if spec.isPartitioned():
+        location = str(table.locationProvider().newDataLocation(spec, data_file.partition(), name))
+    else:
+        location = str(table.locationProvider().newDataLocation(name))
+    buf = io.BytesIO()
+    pq.write_table(_arrow_position_deletes(str(data_file.location()), positions), buf)
+    payload = buf.getvalue()
+    _write_bytes(table, location, payload)
+    metrics = j.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
+        table.io().newInputFile(location), j.org.apache.iceberg.MetricsConfig.forPositionDelete(table))
+    builder = (
+        j.org.apache.iceberg.FileMetadata.deleteFileBuilder(spec)
+        .ofPositionDeletes()
+        .withPath(location)
+        .withFormat("parquet")
+        .withFileSizeInBytes(len(payload))
+        .withRecordCount(len(positions))
+        .withMetrics(metrics)
+        .withReferencedDataFile(str(data_file.location()))
+    )
+    if spec.isPartitioned():
+        builder = builder.withPartition(data_file.partition())
+    return builder.build()
+
+
+class _InputFiles:
+    """``Function<DeleteFile, InputFile>`` for Iceberg's delete loader (py4j callback)."""
+
+    def __init__(self, table: Any, local: dict[str, Any]) -> None:
+        self._table, self._local = table, local
+
+    def apply(self, delete_file: Any) -> Any:
+        location = str(delete_file.location())
+        if location in self._local:
+            return self._local[location]
+        return self._table.io().newInputFile(location)
+
+    class Java:
+        implements = ["java.util.function.Function"]
+
+
+class _NoPreviousDeletes:
+    """``Function<String, PositionDeleteIndex>`` for ``BaseDVFileWriter``: previous deletes are merged by us."""
+
+    def apply(self, _path: Any) -> Any:
+        return None
+
+    class Java:
+        implements = ["java.util.function.Function"]
+
+
+def write_deletion_vectors(spark: Any, table: Any, work: _Work, positions: dict[str, list[int]]) -> list[Any]:
+    """v3: one DV per data file (old DV + old position deletes + converted rows), all in one Puffin file, written by
+    Iceberg's ``BaseDVFileWriter``; old DVs are read by Iceberg's ``BaseDeleteLoader``."""
+    import pyarrow.parquet as pq
+
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    j = J.jvm(spark)
+    ensure_callback_server_started(J.gateway(spark))
+    tmp = tempfile.mkdtemp(prefix="icecompact-minor-")
+    try:
+        local: dict[str, Any] = {}
+        staged = None
+        rows = [(p, pos) for p, ps in positions.items() for pos in ps]
+        if rows:
+            import pyarrow as pa
+
+            rows.sort()
+            arrow = _arrow_position_deletes("", []).schema
+            tbl = pa.Table.from_arrays([pa.array([r[0] for r in rows], pa.string()),
+                                        pa.array([r[1] for r in rows], pa.int64())], schema=arrow)
+            staged_path = os.path.join(tmp, "positions.parquet")
+            pq.write_table(tbl, staged_path)
+            staged_location = "file://" + staged_path
+            local[staged_location] = j.org.apache.iceberg.Files.localInput(staged_path)
+            staged = (
+                j.org.apache.iceberg.FileMetadata.deleteFileBuilder(j.org.apache.iceberg.PartitionSpec.unpartitioned())
+                .ofPositionDeletes().withPath(staged_location).withFormat("parquet")
+                .withFileSizeInBytes(os.path.getsize(staged_path)).withRecordCount(len(rows)).build()
+            )
+        loader = j.org.apache.iceberg.data.BaseDeleteLoader(_InputFiles(table, local))
+        factory = (
+            j.org.apache.iceberg.io.OutputFileFactory.builderFor(table, 0, 0)
+            .format(j.org.apache.iceberg.FileFormat.PUFFIN).operationId(f"icecompact-{uuid.uuid4().hex[:12]}").build()
+        )
+        writer = j.org.apache.iceberg.deletes.BaseDVFileWriter(factory, _NoPreviousDeletes())
+        by_data: dict[str, list[Any]] = {}
+        for d in work.positional.values():
+            target = d.referencedDataFile()
+            if delete_kind(d) is DeleteContent.DELETION_VECTOR and target is not None:
+                by_data.setdefault(str(target), []).append(d)
+        for path, data_file in work.data_files.items():
+            # The loader reads a DV alone (Puffin) and Parquet position deletes together; each call returns a
+            # fresh index, so merging into the first one is safe.
+            sources = [[dv] for dv in by_data.get(path, [])]
+            if staged is not None and path in positions:
+                sources.append([staged])
+            indexes = [loader.loadPositionDeletes(_java_list(spark, files), path) for files in sources]
+            if not indexes:
+                continue
+            index = indexes[0]
+            for other in indexes[1:]:
+                index.merge(other)
+            if index.isEmpty():
+                continue
+            spec = table.specs().get(int(data_file.specId()))
+            writer.delete(path, index, spec, data_file.partition())
+        writer.close()
+        return list(writer.result().deleteFiles())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _java_list(spark: Any, items: Iterable[Any]) -> Any:
+    out = J.jvm(spark).java.util.ArrayList()
+    for item in items:
+        out.add(item)
+    return out
+
+
+# Committing ------------------------------------------------------------------------------------------------------
+def _find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | None:
+    table.refresh()
+    current = table.currentSnapshot()
+    if current is None:
+        return None
+    for sid in reversed(snapshots_between(table, base_snapshot_id, int(current.snapshotId()))):
+        summary = table.snapshot(sid).summary()
+        if summary is not None and str(summary.get(TASK_PROPERTY)) == tag:
+            return sid
+    return None
+
+
+def check_no_conflicting_changes(spark: Any, table: Any, expression: Any, base_id: int, commit_id: int | None,
+                                 work: _Work) -> None:
+    """Our own check, which Iceberg does not make for removed equality deletes: no snapshot after our base (up to,
+    not including, our commit) added to the converted deletes' scope a data file with a data sequence number below
+    theirs (a concurrent rewrite that kept its starting sequence number), or removed a data file they applied to."""
+    if not work.equality:
+        return
+    max_seq = max(int(d.dataSequenceNumber()) for d in work.equality.values())
+    targets = set(work.eq_targets) | set(work.data_files)
+    expressions = J.jvm(spark).org.apache.iceberg.expressions
+    table.refresh()
+    until = commit_id if commit_id is not None else int(table.currentSnapshot().snapshotId())
+    chain = snapshots_between(table, base_id, until)
+    if commit_id is not None:
+        chain = chain[:-1]
+    for sid in chain:
+        snapshot = table.snapshot(sid)
+        for f in _iterate(snapshot.removedDataFiles(table.io())):
+            if str(f.location()) in targets:
+                raise CommitConflictError(f"snapshot {sid} removed data file {f.location()}, which converted "
+                                          "equality deletes apply to")
+        for f in added_data_files(table, sid):
+            seq = f.dataSequenceNumber()
+            if seq is None or int(seq) >= max_seq:
+                continue
+            spec = table.specs().get(int(f.specId()))
+            in_scope = expressions.Projections.inclusive(spec).project(expression)
+            if expressions.Evaluator(spec.partitionType(), in_scope).eval(f.partition()):
+                raise CommitConflictError(
+                    f"snapshot {sid} added data file {f.location()} with data sequence number {int(seq)} below "
+                    f"{max_seq} of an equality delete being converted (a concurrent rewrite)")
+
+
+def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key: PartitionKey, *, table_ref: str,
+                  plan_id: str, tag: str, whole_table: bool, before: PartitionFiles) -> MinorOutcome:
+    """One attempt: decide, read, write, commit in one RowDelta. Raises py4j errors from Iceberg (the caller
+    classifies them) and ``CommitConflictError`` from our own pre-commit check."""
+    base_id = before.snapshot_id
+    outcome = MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
+    if base_id is None:
+        return outcome
+    work = decide_work(spark, table, key, before, whole_table=whole_table)
+    if not work.equality and not work.positional and not work.dangling:
+        return outcome
+    fmt = int(table.operations().current().formatVersion())
+    matched = collect_positions(matched_positions(spark, table, table_ref, int(base_id), row_filter, work))
+    # Position rows of absorbed Parquet files (v2, or a v3 table upgraded from v2); DVs are merged in Java.
+    absorbed = collect_positions(absorbed_positions(spark, work))
+    positions = union_positions(matched, absorbed)
+    converted_rows = sum(len(p) for p in matched.values())
+    if fmt >= 3:
+        new_files = write_deletion_vectors(spark, table, work, positions)
+    else:
+        new_files = [
+            write_position_delete_file(spark, table, work.data_files[path], positions[path])
+            for path in work.data_files if positions.get(path)
+        ]
+    removed = {**work.equality, **work.positional, **work.dangling}
+    check_no_conflicting_changes(spark, table, expression, int(base_id), None, work)
+
+    required = sorted(set(work.eq_targets) | set(work.data_files))
+    delta = (
+        table.newRowDelta()
+        .validateFromSnapshot(int(base_id))
+        .conflictDetectionFilter(expression)
+        .validateDeletedFiles()
+        .set(TASK_PROPERTY, tag)
+        .set(PLAN_PROPERTY, plan_id)
+        .set(KIND_PROPERTY, "minor")
+    )
+    if required:
+        delta = delta.validateDataFilesExist(_java_list(spark, required))
+    for f in new_files:
+        delta = delta.addDeletes(f)
+    for d in removed.values():
+        delta = delta.removeDeletes(d)
+    delta.commit()
+    commit_id = _find_tagged_snapshot(table, int(base_id), tag)
+    if commit_id is None:
+        raise CommitConflictError("MINOR committed but its snapshot was not found on main")
+    outcome.commit_snapshot_ids = [commit_id]
+    try:
+        check_no_conflicting_changes(spark, table, expression, int(base_id), commit_id, work)
+    except CommitConflictError as e:
+        raise CommitValidationError(str(e)) from e
+    after = scan_partition(spark, table, expression, commit_id)
+    base_seq = int(table.snapshot(int(base_id)).sequenceNumber())
+    left = [
+        str(d.location()) for d in after.deletes.values()
+        if delete_kind(d) is DeleteContent.EQUALITY and int(d.dataSequenceNumber()) <= base_seq
+        and delete_ref(d) in work.equality
+    ]
+    if left:
+        raise CommitValidationError(f"partition {key.label()}: equality deletes still live after MINOR: {left[:5]}")
+    outcome.converted_equality_deletes = len(work.equality)
+    outcome.converted_rows = converted_rows
+    outcome.merged_position_deletes = len(work.positional)
+    outcome.removed_delete_files = len(removed)
+    outcome.added_delete_files = len(new_files)
+    outcome.after = after.counts()
+    return outcome
