@@ -19,6 +19,7 @@ from compaction.spark.expressions import java_partition_expression, spark_partit
 from compaction.spark.major import major_compact, sleep_backoff
 from compaction.spark.partition_files import scan_partition, touched_partitions
 from compaction.spark.validation import (
+    FingerprintCache,
     ValidationLevel,
     classify_java_error,
     fingerprint,
@@ -104,17 +105,31 @@ def rows_predicate(spark: Any, table: Any, catalog_name: str, keys: set[Any]) ->
 
 def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, commits: list[int],
               level: ValidationLevel, base_sequence_number: int | None, expression: Any,
-              result: PartitionResult) -> None:
-    """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies."""
+              result: PartitionResult, after_files: Any = None,
+              fingerprints: FingerprintCache | None = None) -> None:
+    """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies.
+
+    ``after_files``: the partition's files at ``commits[-1]`` scanned with applied deletes, when the caller has
+    them (``MajorOutcome.after_files``); otherwise they are scanned here. ``fingerprints``: the caller's cache,
+    possibly holding a read-ahead of the base snapshot (see run_task)."""
     checks: list[dict[str, Any]] = []
+    # A snapshot never changes, so the rows of (snapshot, touched partitions) are read once: our cleanup commit's
+    # parent is our rewrite commit, whose rows were just read as the rewrite's "after".
+    cache = fingerprints if fingerprints is not None else _fingerprint_cache(spark, ref, level)
+    rows_at = cache.get
+
     for sid in commits:
         parent = table.snapshot(int(sid)).parentId()
-        # The rows that can have moved: every partition whose files the commit added or removed. A rewrite
-        # filtered on one partition may also select files of other specs (Iceberg projects the filter onto every
-        # spec) and write their rows into other partitions of the current spec.
-        predicate = rows_predicate(spark, table, catalog_name, touched_partitions(spark, table, sid))
-        before = fingerprint(spark, ref, int(parent), predicate, level)
-        after = fingerprint(spark, ref, int(sid), predicate, level)
+        if level is ValidationLevel.NONE:
+            before = after = None  # nothing is compared: no need to know which partitions the commit touched
+        else:
+            # The rows that can have moved: every partition whose files the commit added or removed. A rewrite
+            # filtered on one partition may also select files of other specs (Iceberg projects the filter onto
+            # every spec) and write their rows into other partitions of the current spec.
+            keys = frozenset(touched_partitions(spark, table, sid))
+            predicate = rows_predicate(spark, table, catalog_name, set(keys))
+            before = rows_at(int(parent), keys, predicate)
+            after = rows_at(int(sid), keys, predicate)
         ok = before == after
         checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
                        "after": after and after.to_dict(), "ok": ok})
@@ -125,7 +140,8 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
                 f"({before} != {after})"
             )
     if commits and result.kind == CompactionKind.MAJOR.value and base_sequence_number is not None:
-        after_files = scan_partition(spark, table, expression, commits[-1])
+        if after_files is None or after_files.snapshot_id != commits[-1] or not after_files.has_applied:
+            after_files = scan_partition(spark, table, expression, commits[-1], with_applied=True)
         after_files.refine_position_deletes(spark)
         # Deletes committed concurrently (seq > our base) legitimately apply to the rewritten files.
         leftovers = sorted(
@@ -141,6 +157,11 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
             )
     result.validation = {"level": level.value, "result": "passed" if level is not ValidationLevel.NONE else "skipped",
                          "checks": checks}
+
+
+def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> FingerprintCache:
+    # ``fingerprint`` is looked up when called (tests replace it in this module).
+    return FingerprintCache(lambda snapshot_id, predicate: fingerprint(spark, ref, snapshot_id, predicate, level))
 
 
 def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: CompactionTask, *,
@@ -168,13 +189,15 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         attempt += 1
         result.attempts = attempt
         commits: list[int] = []
+        fingerprints = _fingerprint_cache(spark, ref, level)
         try:
             table.refresh()
             current = table.currentSnapshot()
             base_id = int(current.snapshotId()) if current is not None else None
             base_seq = int(current.sequenceNumber()) if current is not None else None
             expression = java_partition_expression(spark, table, key)
-            before = scan_partition(spark, table, expression, base_id)
+            # Which deletes apply to which file is not needed before the rewrite (only after it, in _validate).
+            before = scan_partition(spark, table, expression, base_id, with_applied=False)
             result.base_snapshot_id = base_id
             result.before = before.counts()
             planned_files = set(task.data_files) | set(task.delete_files)
@@ -189,6 +212,12 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 result.reason = f"changed since planning, re-evaluated: {decision.reason}"
             _emit(progress, f"icecompact: MAJOR {key.label()} attempt {attempt}: "
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files")
+            if level is not ValidationLevel.NONE and base_id is not None and int(table.specs().size()) == 1:
+                # Read-ahead for validation (c): with a single spec, the rewrite filtered on ``key`` can only touch
+                # ``key`` (the filter's projection onto the one spec is exactly that partition), so the base rows
+                # of ``key`` are read while Iceberg's action runs. _validate still derives the touched partitions
+                # from the commit and reads whatever else it needs; this only changes when the read happens.
+                fingerprints.prefetch(base_id, frozenset({key}), rows_predicate(spark, table, plan.table.catalog, {key}))
             outcome = major_compact(
                 spark, table, expression, key, target_file_size_bytes=plan.policy.target_file_size_bytes,
                 plan_id=plan.plan_id, covers_whole_table=covers_whole_table, before=before,
@@ -199,7 +228,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             result.added_data_files = outcome.added_data_files
             result.removed_delete_files = outcome.removed_delete_files
             result.after = outcome.after
-            _validate(spark, table, ref, plan.table.catalog, key, commits, level, base_seq, expression, result)
+            _validate(spark, table, ref, plan.table.catalog, key, commits, level, base_seq, expression, result,
+                      after_files=outcome.after_files, fingerprints=fingerprints)
             result.status = COMMITTED if commits else NO_OP
             break
         except CommitValidationError as e:
@@ -224,6 +254,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 result.status = FAILED
             result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
             break
+        finally:
+            fingerprints.close()  # never leave a read-ahead Spark job running into the next attempt or partition
     result.duration_ms = int((time.monotonic() - started) * 1000)
     _emit(progress, f"icecompact: {key.label()} -> {result.status}")
     return result
