@@ -17,6 +17,7 @@ import argparse
 import configparser
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,15 @@ def write_airflow_cfg(home: Path, repo: Path = REPO) -> Path:
             cfg.add_section(section)
         for key, value in values.items():
             cfg.set(section, key, value)
-    with open(path, "w") as fh:
+    # Shared by the scheduler's workers and the api-server (each would generate its own otherwise, and the
+    # execution API would refuse the workers' tokens): created once, kept afterwards.
+    for section, key in (("api_auth", "jwt_secret"), ("api", "secret_key")):
+        if not cfg.has_section(section):
+            cfg.add_section(section)
+        if not cfg.get(section, key, fallback=""):
+            cfg.set(section, key, secrets.token_urlsafe(48))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds secrets
+    with os.fdopen(fd, "w") as fh:
         cfg.write(fh)
     return path
 
