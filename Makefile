@@ -22,6 +22,7 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy compaction/core
+	$(VENV)/bin/mypy --ignore-missing-imports --follow-imports=silent icecompact_airflow dags plugins
 
 test: install browser lint typecheck
 	$(PY) -m pytest tests -q

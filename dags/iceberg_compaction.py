@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, Param, TriggerRule, dag, get_current_context, task
 
@@ -26,7 +27,7 @@ def _schedule() -> CronDataIntervalTimetable | None:
     return CronDataIntervalTimetable(text, timezone="UTC")
 
 
-def _context() -> dict:  # type: ignore[type-arg]
+def _context() -> dict[str, Any]:
     context = get_current_context()
     run = context["dag_run"]
     run_type = getattr(run.run_type, "value", run.run_type)
@@ -40,11 +41,11 @@ def _context() -> dict:  # type: ignore[type-arg]
     }
 
 
-def _items(values: object) -> list:  # type: ignore[type-arg]
+def _items(values: Any) -> list[Any]:
     """The results of a mapped upstream task (a lazy sequence; empty when it was skipped)."""
     if values is None:
         return []
-    return [values[i] for i in range(len(values))]  # type: ignore[index,arg-type]
+    return [values[i] for i in range(len(values))]
 
 
 @dag(
@@ -84,13 +85,13 @@ def iceberg_compaction() -> None:
         return tasks.discover(_context()["params"])
 
     @task
-    def inspect(table: str) -> dict:  # type: ignore[type-arg]
+    def inspect(table: str) -> dict[str, Any]:
         from icecompact_airflow import tasks
 
         return tasks.inspect(table, _context()["params"])
 
     @task
-    def plan(inspection: dict) -> dict:  # type: ignore[type-arg]
+    def plan(inspection: dict[str, Any]) -> dict[str, Any]:
         from icecompact_airflow import tasks
 
         ctx = _context()
@@ -99,19 +100,19 @@ def iceberg_compaction() -> None:
                           dag_id=ctx["dag_id"], dag_run_id=ctx["dag_run_id"])
 
     @task
-    def job_groups(plans: list) -> list:  # type: ignore[type-arg]
+    def job_groups(plans: Any) -> list[dict[str, Any]]:
         from icecompact_airflow import tasks
 
         return tasks.job_groups(_items(plans), _context()["params"])
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
-    def record(plans: list) -> list:  # type: ignore[type-arg]
+    def record(plans: Any) -> list[dict[str, Any]]:
         from icecompact_airflow import tasks
 
         return tasks.record(_items(plans), _context()["params"])
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
-    def summary(plans: list) -> dict:  # type: ignore[type-arg]
+    def summary(plans: Any) -> dict[str, Any]:
         from icecompact_airflow import tasks
 
         return tasks.summary(_items(plans), _context()["params"])

@@ -111,7 +111,7 @@ def before_after_table(before: Any, after: Any, rows_before: dict, rows_after: d
     lines = []
     for label in sorted(set(b) | set(a)):
         pb, pa = b.get(label), a.get(label)
-        key = (pb or pa).key
+        key = (pb if pb is not None else pa).key  # type: ignore[union-attr]  # one of them exists
         lines.append((
             readable_label(key),
             f"{pb.data_file_count if pb else 0} -> {pa.data_file_count if pa else 0}",

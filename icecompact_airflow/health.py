@@ -68,7 +68,7 @@ def readable_label(key: Any) -> str:
     import datetime as _dt
 
     if not key.fields:
-        return key.label()
+        return str(key.label())
     parts = []
     for f in key.fields:
         value = f.value

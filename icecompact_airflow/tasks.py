@@ -191,7 +191,9 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
                                 "exit_code": existing.exit_code or 0})
                 continue
             compaction_plan = CompactionPlan.from_json(Path(p["plan_path"]).read_text())
-            outcomes, errors, exit_codes = [], [], []
+            outcomes: list[Any] = []
+            errors: list[str] = []
+            exit_codes: list[int] = []
             for group_id in p["groups"]:
                 path = result_path(p["plan_path"], group_id)
                 result = json.loads(path.read_text()) if path.exists() else None

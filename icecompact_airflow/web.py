@@ -61,8 +61,15 @@ def _health(catalog: Any, table: str) -> dict[str, Any]:
 
 
 def _tables(catalog: Any) -> list[str]:
-    loaded = catalog.load()
-    return sorted(".".join(i) for ns in loaded.list_namespaces() for i in loaded.list_tables(ns))
+    from compaction.core.errors import CompactionError
+
+    try:
+        loaded = catalog.load()
+        return sorted(".".join(i) for ns in loaded.list_namespaces() for i in loaded.list_tables(ns))
+    except CompactionError as e:
+        raise HTTPException(status_code=502, detail=str(e)) from None
+    except Exception as e:  # the catalog database's own errors
+        raise HTTPException(status_code=502, detail=f"cannot list the tables of catalog {catalog.name!r}: {e}") from None
 
 
 def _base(request: Request) -> str:
