@@ -6,6 +6,7 @@ failure never loses another's committed work: every partition commits on its own
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -212,15 +213,21 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 result.reason = f"changed since planning, re-evaluated: {decision.reason}"
             _emit(progress, f"icecompact: MAJOR {key.label()} attempt {attempt}: "
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files")
+            read_ahead = None
             if level is not ValidationLevel.NONE and base_id is not None and int(table.specs().size()) == 1:
                 # Read-ahead for validation (c): with a single spec, the rewrite filtered on ``key`` can only touch
                 # ``key`` (the filter's projection onto the one spec is exactly that partition), so the base rows
-                # of ``key`` are read while Iceberg's action runs. _validate still derives the touched partitions
-                # from the commit and reads whatever else it needs; this only changes when the read happens.
-                fingerprints.prefetch(base_id, frozenset({key}), rows_predicate(spark, table, plan.table.catalog, {key}))
+                # of ``key`` are read while Iceberg's action runs, and the rewrite snapshot's rows while our cleanup
+                # works on metadata. _validate still derives the touched partitions from each commit and reads
+                # whatever else it needs; this only changes when the reads happen.
+                touched = frozenset({key})
+                predicate = rows_predicate(spark, table, plan.table.catalog, {key})
+                fingerprints.prefetch(base_id, touched, predicate)
+                read_ahead = functools.partial(fingerprints.prefetch, keys=touched, predicate=predicate)
             outcome = major_compact(
                 spark, table, expression, key, target_file_size_bytes=plan.policy.target_file_size_bytes,
                 plan_id=plan.plan_id, covers_whole_table=covers_whole_table, before=before,
+                on_rewrite_commit=read_ahead,
             )
             commits = outcome.commit_snapshot_ids
             result.commit_snapshot_ids = commits

@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from compaction.core.errors import CommitConflictError, CommitValidationError
 from compaction.core.model import DeleteContent, PartitionKey
@@ -149,8 +149,12 @@ def new_tag() -> str:
 
 
 def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *, target_file_size_bytes: int,
-                  plan_id: str, covers_whole_table: bool, before: PartitionFiles) -> MajorOutcome:
-    """One attempt: rewrite + cleanup. Raises py4j errors from the action (the caller classifies them)."""
+                  plan_id: str, covers_whole_table: bool, before: PartitionFiles,
+                  on_rewrite_commit: Callable[[int], None] | None = None) -> MajorOutcome:
+    """One attempt: rewrite + cleanup. Raises py4j errors from the action (the caller classifies them).
+
+    ``on_rewrite_commit(snapshot_id)`` is called once the rewrite's snapshot is found on main, before the cleanup
+    (the job starts reading that snapshot's rows for validation while the cleanup works on metadata)."""
     base_id = before.snapshot_id
     tag = new_tag()
     rewritten, added, removed_by_action = rewrite_partition(
@@ -162,6 +166,8 @@ def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *,
         if sid is None:
             raise CommitConflictError("rewrite committed but its snapshot was not found on main")
         commits.append(sid)
+        if on_rewrite_commit is not None:
+            on_rewrite_commit(sid)
     cleanup_tag = new_tag()
     cleanup_id, removed = remove_dangling_deletes(
         spark, table, expression, key, plan_id=plan_id, tag=cleanup_tag, covers_whole_table=covers_whole_table
