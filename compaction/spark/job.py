@@ -24,6 +24,7 @@ from compaction.spark.validation import (
     ValidationLevel,
     classify_java_error,
     fingerprint,
+    read_ahead_allowed,
     rollback_if_current,
 )
 
@@ -214,7 +215,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             _emit(progress, f"icecompact: MAJOR {key.label()} attempt {attempt}: "
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files")
             read_ahead = None
-            if level is not ValidationLevel.NONE and base_id is not None and int(table.specs().size()) == 1:
+            if (level is not ValidationLevel.NONE and base_id is not None and int(table.specs().size()) == 1
+                    and read_ahead_allowed(spark, plan.table.catalog)):
                 # Read-ahead for validation (c): with a single spec, the rewrite filtered on ``key`` can only touch
                 # ``key`` (the filter's projection onto the one spec is exactly that partition), so the base rows
                 # of ``key`` are read while Iceberg's action runs, and the rewrite snapshot's rows while our cleanup

@@ -115,6 +115,17 @@ class FingerprintCache:
             self._executor = None
 
 
+def read_ahead_allowed(spark: SparkSession, catalog_name: str) -> bool:
+    """Whether :meth:`FingerprintCache.prefetch` may be used for tables of this catalog.
+
+    A read-ahead loads the table through the catalog from a second thread while this one commits. SQLite takes one
+    writer at a time and breaks on overlapping access from one JVM (DESIGN.md §4: SQLITE_BUSY, a JVM left locked;
+    bench/major.py hit ``SQLITE_BUSY`` on the next commit after a read-ahead), so on an SQLite catalog every read
+    happens in the committing thread, one after the other."""
+    uri = spark.conf.get(f"spark.sql.catalog.{catalog_name}.uri", "") or ""
+    return not str(uri).startswith("jdbc:sqlite")
+
+
 def java_exception_chain(error: BaseException) -> list[tuple[str, str]]:
     """(class name, message) of a py4j Java exception and its causes, outermost first."""
     java = getattr(error, "java_exception", None)

@@ -1,12 +1,12 @@
-"""Validation (c) of a MAJOR reads the rows of every (snapshot, touched partitions) pair exactly once, and the
-read-ahead of a single-spec table's partition is what validation then compares (not a second read)."""
+"""Validation (c) of a MAJOR reads the rows of every (snapshot, touched partitions) pair exactly once; on
+PostgreSQL the reads of a single-spec table's partition happen ahead (in a background thread) and are what
+validation then compares, not a second read; on SQLite (one writer, no concurrent catalog access) there is no
+read-ahead."""
 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
-from pathlib import Path
-from typing import Any
+import threading
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
@@ -14,31 +14,25 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.inspect import inspect_table
 from compaction.spark import job
-from compaction.spark.validation import ValidationLevel
+from compaction.spark.validation import ValidationLevel, read_ahead_allowed
 from compaction.testing.oracle import read_table
 from compaction.testing.workload import WorkloadSpec, generate
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _catalog(spark: Any, folder: Path) -> CatalogConfig:
-    from compaction.spark.session import register_catalog
-
-    catalog = CatalogConfig.sqlite(f"vr_{uuid.uuid4().hex[:8]}", folder / "catalog.db", folder / "warehouse")
-    register_catalog(spark, catalog)
-    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
-    return catalog
-
-
-def test_each_snapshot_is_read_once_per_partition(spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    catalog = _catalog(spark, tmp_path)
+def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogConfig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    catalog = any_catalog
+    assert read_ahead_allowed(spark, catalog.name) is (not str(catalog.properties["uri"]).startswith("sqlite"))
     workload = generate(spark, catalog, "cdc.r", WorkloadSpec(seed=21, partitioning="days_ts", commits=3,
                                                                rows_per_commit=40, days_span=2, evolve_spec=False))
     reads: list[tuple[int, str]] = []
+    threads: set[str] = set()
     real = job.fingerprint
 
     def counting_fingerprint(spark_, ref, snapshot_id, predicate, level):  # type: ignore[no-untyped-def]
         reads.append((int(snapshot_id), str(predicate)))
+        threads.add(threading.current_thread().name)
         return real(spark_, ref, snapshot_id, predicate, level)
 
     monkeypatch.setattr(job, "fingerprint", counting_fingerprint)
@@ -56,4 +50,6 @@ def test_each_snapshot_is_read_once_per_partition(spark, tmp_path, monkeypatch) 
         assert checks[1]["before"] == checks[0]["after"]
     # base + rewrite + cleanup snapshot of each partition, each read once (a cache miss would read one twice).
     assert len(reads) == len(set(reads)) == 3 * len(parts)
+    read_ahead = any(name.startswith("icecompact-prefetch") for name in threads)
+    assert read_ahead is read_ahead_allowed(spark, catalog.name)
     assert read_table(catalog.load().load_table(workload.identifier)).rows == workload.expected_rows
