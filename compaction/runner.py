@@ -26,6 +26,7 @@ from compaction.spark.session import SparkSettings
 from compaction.spark.submit import SubmitRequest, make_app_name, run_submit
 
 MAX_PARALLEL_JOBS_DEFAULT = 2
+UNSUPPORTED_PREFIX = "unsupported: "
 
 _STATUS_MAP = {
     "committed": OutcomeStatus.COMMITTED,
@@ -230,11 +231,13 @@ def finish_recorded_run(ledger: Ledger, run_id: str, outcomes: Sequence[Partitio
                         exit_codes: Sequence[int]) -> tuple[RunStatus, int]:
     """Derive the run's status and exit code from its recorded outcomes and group errors; finish it in the ledger."""
     bad = [o for o in outcomes if o.status in _BAD]
-    skipped_minor = [o for o in outcomes if o.status is OutcomeStatus.SKIPPED and o.kind is CompactionKind.MINOR]
+    # Work the job could not do (e.g. MINOR on ORC delete files) leaves the run partial; a partition skipped
+    # because it no longer needed work (changed since planning) does not.
+    not_done = [o for o in outcomes if o.status is OutcomeStatus.SKIPPED and (o.reason or "").startswith(UNSUPPORTED_PREFIX)]
     if any(o.status is OutcomeStatus.NEEDS_ATTENTION for o in outcomes):
         status = RunStatus.NEEDS_ATTENTION
     elif not bad and not errors:
-        status = RunStatus.PARTIAL if skipped_minor else RunStatus.SUCCEEDED
+        status = RunStatus.PARTIAL if not_done else RunStatus.SUCCEEDED
     elif len(bad) < len(outcomes):
         status = RunStatus.PARTIAL
     else:

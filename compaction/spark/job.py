@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from compaction.core.errors import CommitConflictError, CommitValidationError, CompactionError, RewriteJobError
+from compaction.core.errors import (
+    CommitConflictError,
+    CommitValidationError,
+    CompactionError,
+    RewriteJobError,
+    UnsupportedTableError,
+)
 from compaction.core.identifiers import quoted
 from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask, partition_key_to_dict
 from compaction.core.planner import evaluate_partition
@@ -58,6 +65,8 @@ class PartitionResult:
     rewritten_data_files: int = 0
     added_data_files: int = 0
     removed_delete_files: int = 0
+    added_delete_files: int = 0
+    converted_rows: int = 0
     duration_ms: int = 0
     validation: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -168,7 +177,7 @@ def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> Fingerpr
 
 def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: CompactionTask, *,
              level: ValidationLevel, max_retries: int,
-             progress: Callable[[str], None] | None = None) -> PartitionResult:
+             progress: Callable[[str], None] | None = None, prepared: Any = None) -> PartitionResult:
     key = task.partition
     result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value)
     started = time.monotonic()
@@ -180,11 +189,14 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         err = classify_java_error(e, f"cannot load {identifier}")
         result.error, result.exit_code, result.status = str(err), err.exit_code, FAILED
         return result
-    if task.kind is not CompactionKind.MAJOR:
+    if task.kind not in (CompactionKind.MAJOR, CompactionKind.MINOR):
         result.status = UNSUPPORTED
-        result.reason = f"{task.kind.value} compaction is not implemented by this version of the Spark job"
+        result.reason = f"unsupported: {task.kind.value} compaction is not implemented by this version of the Spark job"
         result.duration_ms = int((time.monotonic() - started) * 1000)
         return result
+    if task.kind is CompactionKind.MINOR:
+        return _run_minor(spark, plan, task, table, ref, result, started, level=level, max_retries=max_retries,
+                          progress=progress, prepared=prepared)
     covers_whole_table = key.is_unpartitioned and len(list(table.specs().keySet())) == 1
     attempt = 0
     while True:
@@ -270,6 +282,81 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
     return result
 
 
+def _run_minor(spark: Any, plan: CompactionPlan, task: CompactionTask, table: Any, ref: str, result: PartitionResult,
+               started: float, *, level: ValidationLevel, max_retries: int,
+               progress: Callable[[str], None] | None, prepared: Any = None) -> PartitionResult:
+    """MINOR of one partition with the same retry, validation and rollback rules as MAJOR."""
+    from compaction.spark.minor import minor_compact
+
+    key = task.partition
+    attempt = 0
+    while True:
+        attempt += 1
+        result.attempts = attempt
+        commits: list[int] = []
+        try:
+            table.refresh()
+            current = table.currentSnapshot()
+            base_id = int(current.snapshotId()) if current is not None else None
+            expression = java_partition_expression(spark, table, key)
+            before = scan_partition(spark, table, expression, base_id, with_applied=False)
+            result.base_snapshot_id = base_id
+            result.before = before.counts()
+            planned_files = set(task.delete_files)
+            present = {path for path, _ in before.deletes}
+            if base_id != plan.base_snapshot_id and not planned_files <= present:
+                decision = evaluate_partition(before.to_state(key), plan.policy, plan.mode, plan.format_version)
+                if decision.kind is CompactionKind.NONE:
+                    result.status, result.reason = SKIPPED, f"changed since planning: {decision.reason}"
+                    result.after = result.before
+                    break
+                result.reason = f"changed since planning, re-evaluated: {decision.reason}"
+            _emit(progress, f"icecompact: MINOR {key.label()} attempt {attempt}: "
+                            f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
+                            f"({result.before['equality_delete_files']} equality)")
+            outcome = minor_compact(
+                spark, table, expression, rows_predicate(spark, table, plan.table.catalog, {key}), key,
+                table_ref=ref, plan_id=plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
+                before=before, prepared=prepared if attempt == 1 else None,
+            )
+            commits = outcome.commit_snapshot_ids
+            result.commit_snapshot_ids = commits
+            result.removed_delete_files = outcome.removed_delete_files
+            result.added_delete_files = outcome.added_delete_files
+            result.converted_rows = outcome.converted_rows
+            result.after = outcome.after
+            _validate(spark, table, ref, plan.table.catalog, key, commits, level, None, expression, result)
+            result.status = COMMITTED if commits else NO_OP
+            break
+        except CommitValidationError as e:
+            result.error, result.error_class, result.exit_code = str(e), type(e).__name__, e.exit_code
+            result.status = _undo(spark, table, commits)
+            break
+        except Exception as e:  # py4j errors from Iceberg, classified
+            err = classify_java_error(e, f"MINOR {key.label()}")
+            if commits:
+                result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
+                result.status = _undo(spark, table, commits)
+                break
+            if isinstance(err, CommitConflictError):
+                result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
+                                         "message": str(err)[:2000]})
+                if attempt <= max_retries:
+                    _emit(progress, f"icecompact: conflict on {key.label()} (attempt {attempt}), retrying: {err}")
+                    sleep_backoff(attempt)
+                    continue
+                result.status = CONFLICT
+            else:
+                result.status = UNSUPPORTED if isinstance(err, UnsupportedTableError) else FAILED
+                if result.status == UNSUPPORTED:
+                    result.reason = f"unsupported: {err}"
+            result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
+            break
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    _emit(progress, f"icecompact: {key.label()} -> {result.status}")
+    return result
+
+
 def _undo(spark: Any, table: Any, commits: list[int]) -> str:
     """Roll our snapshots back newest first while each is still current; otherwise flag for a human."""
     for sid in reversed(commits):
@@ -277,6 +364,28 @@ def _undo(spark: Any, table: Any, commits: list[int]) -> str:
         if parent is None or not rollback_if_current(spark, table, sid, int(parent)):
             return NEEDS_ATTENTION
     return ROLLED_BACK
+
+
+def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
+                         progress: Callable[[str], None] | None) -> dict[Any, Any]:
+    """The MINOR partitions of a group read their rows in one Spark job (see minor.prepare_group). Best effort:
+    if it fails, every partition does its own reading, with the usual error handling."""
+    keys = [t.partition for t in tasks if t.kind is CompactionKind.MINOR and not t.partition.is_unpartitioned]
+    if len(keys) < 2:
+        return {}
+    from compaction.spark.minor import prepare_group
+
+    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+    try:
+        table = J.load_table(spark, identifier)
+        keyed = [(key, java_partition_expression(spark, table, key)) for key in keys]
+        prepared = prepare_group(spark, table, quoted(plan.table), keyed,
+                                 rows_predicate(spark, table, plan.table.catalog, set(keys)))
+        _emit(progress, f"icecompact: MINOR read {len(prepared)} partitions in one Spark job")
+        return prepared
+    except Exception as e:  # each partition retries on its own and reports its own error
+        _emit(progress, f"icecompact: MINOR group read failed, reading per partition: {classify_java_error(e, 'prepare')}")
+        return {}
 
 
 def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: ValidationLevel,
@@ -288,9 +397,12 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
         result.status, result.exit_code = "failed", 4
         result.error = f"plan {plan.plan_id} has no job group {group_id} (groups: {sorted(groups)})"
         return result
-    for task in _merge_tasks(groups[group_id].tasks):
+    tasks = _merge_tasks(groups[group_id].tasks)
+    prepared = _prepare_minor_group(spark, plan, tasks, progress)
+    for task in tasks:
         result.partitions.append(run_task(spark, plan.table.catalog, plan, task, level=level,
-                                          max_retries=max_retries, progress=progress))
+                                          max_retries=max_retries, progress=progress,
+                                          prepared=prepared.get(task.partition)))
     bad = [p for p in result.partitions if p.status in (FAILED, CONFLICT, ROLLED_BACK, NEEDS_ATTENTION, UNSUPPORTED)]
     if not bad:
         result.status = "succeeded"

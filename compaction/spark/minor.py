@@ -26,13 +26,14 @@ position deletes for the files it replaces when they come in a ``delete``/``over
 How rows are found: Spark reads the partition through Iceberg's reader with the ``_file``, ``_pos`` and
 ``_deleted`` metadata columns (``_deleted`` makes Iceberg return deleted rows flagged instead of dropping them, with
 the table's own column mapping by field id), and joins them null-safely with the equality-delete rows on each
-file's equality columns, restricted to the (data file, delete file) pairs Iceberg's planning says apply.
+file's equality columns, restricted to the (data file, delete file) pairs the spec's rules say apply.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -43,6 +44,8 @@ from typing import Any, Iterable
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
 from compaction.core.model import DeleteContent, PartitionKey
 from compaction.spark import jvm as J
+from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY
+from compaction.spark.major import _find_tagged_snapshot as find_tagged_snapshot
 from compaction.spark.partition_files import (
     PartitionFiles,
     _iterate,
@@ -53,9 +56,9 @@ from compaction.spark.partition_files import (
     snapshots_between,
 )
 
-TASK_PROPERTY = "icecompact.task-attempt"
-PLAN_PROPERTY = "icecompact.plan-id"
 KIND_PROPERTY = "icecompact.kind"
+
+_EMPTY_AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):///")
 
 # Reserved field ids of position delete files (Iceberg spec, "Position Delete Files").
 FILE_PATH_FIELD_ID = 2147483546
@@ -93,12 +96,6 @@ class _Work:
     dangling: dict[tuple[str, int], Any]  # position deletes naming no live data file
 
 
-def _same_partition(spark: Any, table: Any, f: Any, key: PartitionKey, values: tuple[Any, ...]) -> bool:
-    if int(f.specId()) != key.spec_id:
-        return False
-    return J.partition_values(spark, table.specs().get(int(f.specId())), f.partition()) == values
-
-
 def _is_file_scoped(d: Any) -> bool:
     return d.referencedDataFile() is not None
 
@@ -112,22 +109,61 @@ def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles
       delete applying to its data file, and that data file receives no converted rows;
     * every data file some converted equality delete applies to, or some absorbed position delete names, gets
       one new position delete file (v2) or DV (v3) holding all its deleted positions.
+
+    Which delete applies to which data file follows the spec ("Scan Planning") from metadata alone, with no column
+    statistics (a superset of Iceberg's planning, which may also prune by statistics; the join then simply finds no
+    row in the extra pairs):
+
+    * ``files`` comes from a scan filtered on ``key``'s partition: for files of ``key``'s own spec that filter is
+      exactly the partition, so "same spec" means "same spec and partition" here;
+    * an equality delete with data sequence S applies to data files of its spec and partition with data sequence
+      < S, or to every data file with data sequence < S when its spec is unpartitioned;
+    * a position delete / DV with data sequence S applies to the data file it names (when metadata tells:
+      ``referenced_data_file`` or equal ``file_path`` bounds) if that file's data sequence is <= S, otherwise to
+      every data file of its spec and partition with data sequence <= S.
     """
-    values = tuple(f.value for f in key.fields)
-    in_key = {ref: d for ref, d in files.deletes.items() if _same_partition(spark, table, d, key, values)}
+    from compaction.spark.partition_files import position_delete_target
+
     if key.is_unpartitioned and not whole_table:
         raise UnsupportedTableError("global equality deletes are only converted by a scan of the whole table")
+    in_key = {ref: d for ref, d in files.deletes.items() if int(d.specId()) == key.spec_id}
     equality = {ref: d for ref, d in in_key.items() if delete_kind(d) is DeleteContent.EQUALITY}
-    eq_targets: dict[str, set[tuple[str, int]]] = {}
-    positional_applying: dict[str, set[tuple[str, int]]] = {}
-    for path, refs in files.applied.items():
-        hits = {r for r in refs if r in equality}
-        if hits:
-            eq_targets[path] = hits
-        pos = {r for r in refs if r in files.deletes and delete_kind(files.deletes[r]) is not DeleteContent.EQUALITY}
-        if pos:
-            positional_applying[path] = pos
     positional_in_key = {ref: d for ref, d in in_key.items() if delete_kind(d) is not DeleteContent.EQUALITY}
+    seq = files.data_sequence
+    same_spec = [p for p, f in files.data.items() if int(f.specId()) == key.spec_id]
+    global_scope = key.is_unpartitioned  # whole_table holds here: the scan covered every data file
+    eq_targets: dict[str, set[tuple[str, int]]] = {}
+    for ref, d in equality.items():
+        s_eq = int(d.dataSequenceNumber())
+        for path in (files.data if global_scope else same_spec):
+            if seq[path] < s_eq:
+                eq_targets.setdefault(path, set()).add(ref)
+    # Every position delete in the scan, not only the partition's own: a global conversion gives new files to data
+    # files of other specs' partitions, and those must fold in their own position deletes (one per data file).
+    positional_all = {ref: d for ref, d in files.deletes.items() if delete_kind(d) is not DeleteContent.EQUALITY}
+    partition_of: dict[str, tuple[int, tuple[Any, ...]]] = {}
+
+    def partition_key_of(f: Any) -> tuple[int, tuple[Any, ...]]:
+        spec_id = int(f.specId())
+        return spec_id, J.partition_values(spark, table.specs().get(spec_id), f.partition())
+
+    positional_applying: dict[str, set[tuple[str, int]]] = {}
+    for ref, d in positional_all.items():
+        s_pos = int(d.dataSequenceNumber())
+        target = position_delete_target(spark, d)
+        if target is not None:
+            candidates = [target] if target in files.data else []
+        elif ref in positional_in_key:
+            candidates = same_spec
+        else:  # a partition-scoped delete of another spec or partition: compare partitions explicitly
+            where = partition_key_of(d)
+            for path, f in files.data.items():
+                if path not in partition_of:
+                    partition_of[path] = partition_key_of(f)
+            candidates = [p for p in files.data if partition_of[p] == where]
+        for path in candidates:
+            if seq[path] <= s_pos:
+                positional_applying.setdefault(path, set()).add(ref)
 
     applied_anywhere = {r for refs in positional_applying.values() for r in refs}
     dangling = {ref: d for ref, d in positional_in_key.items() if ref not in applied_anywhere}
@@ -149,7 +185,7 @@ def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles
     # A data file that gets a new file must have *all* its position deletes folded into it (one per data file).
     for path in rewritten_paths:
         for ref in positional_applying.get(path, ()):
-            absorbed.setdefault(ref, files.deletes[ref])
+            absorbed.setdefault(ref, positional_all[ref])
     # Folding may pull in a partition-scoped file that also names other data files: they need new files as well.
     changed = True
     while changed:
@@ -184,6 +220,19 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def merge_works(works: Iterable[_Work]) -> _Work:
+    """One work over several partitions (their files are disjoint), for one Spark job per job group."""
+    merged = _Work({}, {}, {}, {}, {})
+    for w in works:
+        merged.equality.update(w.equality)
+        merged.positional.update(w.positional)
+        merged.data_files.update(w.data_files)
+        merged.dangling.update(w.dangling)
+        for path, refs in w.eq_targets.items():
+            merged.eq_targets.setdefault(path, set()).update(refs)
+    return merged
+
+
 def _equality_columns(table: Any, d: Any) -> tuple[tuple[int, str], ...]:
     schema = table.schema()
     out = []
@@ -208,7 +257,7 @@ def _check_formats(files: Iterable[Any], what: str) -> None:
 
 def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: int, row_filter: Any,
                       work: _Work) -> Any:
-    """DataFrame (file_path, pos) of the rows the converted equality deletes delete, per Iceberg's applicability."""
+    """DataFrame (file_path, pos, deleted) of the rows the converted equality deletes delete."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -220,7 +269,13 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     refs = sorted(work.equality)
     index = {ref: i for i, ref in enumerate(refs)}
     _check_formats(work.equality.values(), "equality delete file")
-    columns_of = {ref: _equality_columns(table, work.equality[ref]) for ref in refs}
+    by_ids: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}
+    columns_of = {}
+    for ref in refs:
+        ids = tuple(int(i) for i in work.equality[ref].equalityFieldIds())
+        if ids not in by_ids:
+            by_ids[ids] = _equality_columns(table, work.equality[ref])
+        columns_of[ref] = by_ids[ids]
     all_columns = sorted({c for cols in columns_of.values() for c in cols})
     pairs = [(path, index[r]) for path, rs in sorted(work.eq_targets.items()) for r in sorted(rs)]
     applicability = spark.createDataFrame(pairs, StructType([StructField("__file", StringType(), False),
@@ -243,11 +298,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
         schema = StructType([
             StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid}) for fid, _ in cols
         ])
-        frames = [
-            spark.read.schema(schema).parquet(_glob_escape(ref[0])).withColumn("__d", F.lit(index[ref]).cast("long"))
-            for ref in group
-        ]
-        deletes = reduce(lambda a, b: a.unionByName(b), frames).distinct().alias("d")
+        deletes = read_tagged_parquet(spark, schema, [(ref[0], index[ref]) for ref in group]).alias("d")
         condition = F.col("__e") == F.col("d.__d")
         for fid, _ in cols:
             condition = condition & F.col(f"r.c{fid}").eqNullSafe(F.col(f"d.c{fid}"))
@@ -256,6 +307,34 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
             F.col("r._file").alias("file_path"), F.col("r._pos").alias("pos"), F.col("r._deleted").alias("deleted"))
         matched = hit if matched is None else matched.unionByName(hit)
     return matched
+
+
+def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]]) -> Any:
+    """One read of several Parquet files with a ``__d`` column telling which file (its tag) each row came from.
+
+    Spark names a row's file (``_metadata.file_path``) in its own form: the listed ``FileStatus`` path as a URI
+    (``FileSystem.listStatus`` of the leaf file; a literal ``%`` or a space in a name is escaped), except that an
+    empty authority is written ``file:/x`` rather than ``file:///x``; both sides are compared in that form. A row whose file is not in the mapping fails the job (``raise_error``)
+    rather than being dropped, since a dropped delete row would silently resurrect rows."""
+    from pyspark.sql import functions as F
+
+    j = J.jvm(spark)
+    conf = spark._jsc.hadoopConfiguration()
+    tags: dict[str, int] = {}
+    for location, tag in files:
+        path = j.org.apache.hadoop.fs.Path(location)
+        listed = path.getFileSystem(conf).listStatus(path)  # as Spark's file index lists a leaf path
+        for status in listed:
+            tags[_EMPTY_AUTHORITY.sub(r"\1:/", str(status.getPath().toUri().toString()))] = tag
+    if len(tags) != len(files):
+        raise UnsupportedTableError("two equality-delete files resolve to the same file")
+    mapping = spark.createDataFrame(sorted(tags.items()), "__path string, __tag long")
+    frame = spark.read.schema(schema).parquet(*[_glob_escape(loc) for loc, _ in files])
+    spark_path = F.regexp_replace(F.col("_metadata.file_path"), _EMPTY_AUTHORITY.pattern, "$1:/")
+    tagged = frame.withColumn("__path", spark_path).join(F.broadcast(mapping), "__path", "left")
+    guard = F.when(F.col("__tag").isNull(), F.raise_error(F.concat(F.lit("icecompact: unmapped file "),
+                                                                    F.col("__path"))))
+    return tagged.withColumn("__d", F.coalesce(F.col("__tag"), guard.cast("long"))).drop("__path", "__tag")
 
 
 def absorbed_positions(spark: Any, work: _Work) -> Any:
@@ -278,7 +357,7 @@ def collect_positions(frame: Any) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {}
     if frame is None:
         return out
-    for row in frame.distinct().collect():  # all columns: see matched_positions on ``_deleted``
+    for row in frame.collect():  # every column, ``_deleted`` included (see matched_positions); sets dedupe
         out.setdefault(str(row["file_path"]), set()).add(int(row["pos"]))
     return out
 
@@ -435,19 +514,48 @@ def _java_list(spark: Any, items: Iterable[Any]) -> Any:
     return out
 
 
-# Committing ------------------------------------------------------------------------------------------------------
-def _find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | None:
+# Preparing a whole job group at once -----------------------------------------------------------------------------
+@dataclass
+class PreparedMinor:
+    """One partition's work and positions, computed in one Spark job together with the other MINOR partitions of the
+    job group (each Spark job has a fixed cost that would otherwise be paid per partition)."""
+
+    snapshot_id: int
+    files: PartitionFiles
+    work: _Work
+    positions: dict[str, list[int]]
+    converted_rows: int
+
+    def still_valid_for(self, files: PartitionFiles) -> bool:
+        # Positions depend only on the partition's data and delete files (sequence numbers never change), so they
+        # stay right across snapshots that did not touch the partition (e.g. our own commits on other partitions).
+        return set(files.data) == set(self.files.data) and set(files.deletes) == set(self.files.deletes)
+
+
+def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[PartitionKey, Any]],
+                  row_filter: Any) -> dict[PartitionKey, PreparedMinor]:
+    """Decide every partition's work at the current snapshot and read all their positions in one Spark job.
+    ``keyed``: (key, partition expression) of partitioned keys; ``row_filter``: the OR of their row predicates."""
     table.refresh()
     current = table.currentSnapshot()
-    if current is None:
-        return None
-    for sid in reversed(snapshots_between(table, base_snapshot_id, int(current.snapshotId()))):
-        summary = table.snapshot(sid).summary()
-        if summary is not None and str(summary.get(TASK_PROPERTY)) == tag:
-            return sid
-    return None
+    if current is None or not keyed:
+        return {}
+    base_id = int(current.snapshotId())
+    scans = {key: scan_partition(spark, table, expression, base_id, with_applied=False) for key, expression in keyed}
+    works = {key: decide_work(spark, table, key, files, whole_table=False) for key, files in scans.items()}
+    merged = merge_works(works.values())
+    matched = collect_positions(matched_positions(spark, table, table_ref, base_id, row_filter, merged))
+    absorbed = collect_positions(absorbed_positions(spark, merged))
+    positions = union_positions(matched, absorbed)
+    out = {}
+    for key, work in works.items():
+        mine = {p: positions[p] for p in work.data_files if p in positions}
+        converted = sum(len(matched.get(p, ())) for p in work.eq_targets)
+        out[key] = PreparedMinor(base_id, scans[key], work, mine, converted)
+    return out
 
 
+# Committing ------------------------------------------------------------------------------------------------------
 def check_no_conflicting_changes(spark: Any, table: Any, expression: Any, base_id: int, commit_id: int | None,
                                  work: _Work) -> None:
     """Our own check, which Iceberg does not make for removed equality deletes: no snapshot after our base (up to,
@@ -482,22 +590,27 @@ def check_no_conflicting_changes(spark: Any, table: Any, expression: Any, base_i
 
 
 def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key: PartitionKey, *, table_ref: str,
-                  plan_id: str, tag: str, whole_table: bool, before: PartitionFiles) -> MinorOutcome:
+                  plan_id: str, tag: str, whole_table: bool, before: PartitionFiles,
+                  prepared: PreparedMinor | None = None) -> MinorOutcome:
     """One attempt: decide, read, write, commit in one RowDelta. Raises py4j errors from Iceberg (the caller
-    classifies them) and ``CommitConflictError`` from our own pre-commit check."""
+    classifies them) and ``CommitConflictError`` from our own pre-commit check. ``before``: the partition's files
+    at the base snapshot."""
     base_id = before.snapshot_id
     outcome = MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
     if base_id is None:
         return outcome
-    work = decide_work(spark, table, key, before, whole_table=whole_table)
+    if prepared is not None and prepared.still_valid_for(before):
+        work, positions, converted_rows = prepared.work, prepared.positions, prepared.converted_rows
+    else:
+        work = decide_work(spark, table, key, before, whole_table=whole_table)
+        matched = collect_positions(matched_positions(spark, table, table_ref, int(base_id), row_filter, work))
+        # Position rows of absorbed Parquet files (v2, or a v3 table upgraded from v2); DVs are merged in Java.
+        absorbed = collect_positions(absorbed_positions(spark, work))
+        positions = union_positions(matched, absorbed)
+        converted_rows = sum(len(matched.get(p, ())) for p in work.eq_targets)
     if not work.equality and not work.positional and not work.dangling:
         return outcome
     fmt = int(table.operations().current().formatVersion())
-    matched = collect_positions(matched_positions(spark, table, table_ref, int(base_id), row_filter, work))
-    # Position rows of absorbed Parquet files (v2, or a v3 table upgraded from v2); DVs are merged in Java.
-    absorbed = collect_positions(absorbed_positions(spark, work))
-    positions = union_positions(matched, absorbed)
-    converted_rows = sum(len(p) for p in matched.values())
     if fmt >= 3:
         new_files = write_deletion_vectors(spark, table, work, positions)
     else:
@@ -525,7 +638,7 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
     for d in removed.values():
         delta = delta.removeDeletes(d)
     delta.commit()
-    commit_id = _find_tagged_snapshot(table, int(base_id), tag)
+    commit_id = find_tagged_snapshot(table, int(base_id), tag)
     if commit_id is None:
         raise CommitConflictError("MINOR committed but its snapshot was not found on main")
     outcome.commit_snapshot_ids = [commit_id]
@@ -533,7 +646,7 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
         check_no_conflicting_changes(spark, table, expression, int(base_id), commit_id, work)
     except CommitConflictError as e:
         raise CommitValidationError(str(e)) from e
-    after = scan_partition(spark, table, expression, commit_id)
+    after = scan_partition(spark, table, expression, commit_id, with_applied=False)
     base_seq = int(table.snapshot(int(base_id)).sequenceNumber())
     left = [
         str(d.location()) for d in after.deletes.values()
