@@ -194,23 +194,20 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         result.reason = f"unsupported: {task.kind.value} compaction is not implemented by this version of the Spark job"
         result.duration_ms = int((time.monotonic() - started) * 1000)
         return result
-    if task.kind is CompactionKind.MINOR:
-        return _run_minor(spark, plan, task, table, ref, result, started, level=level, max_retries=max_retries,
-                          progress=progress, prepared=prepared)
-    covers_whole_table = key.is_unpartitioned and len(list(table.specs().keySet())) == 1
+    compact = _major_attempt if task.kind is CompactionKind.MAJOR else _minor_attempt
     attempt = 0
     while True:
         attempt += 1
         result.attempts = attempt
-        commits: list[int] = []
+        commits: list[int] = []  # filled by the attempt as soon as it has committed anything
         fingerprints = _fingerprint_cache(spark, ref, level)
         try:
             table.refresh()
             current = table.currentSnapshot()
             base_id = int(current.snapshotId()) if current is not None else None
-            base_seq = int(current.sequenceNumber()) if current is not None else None
             expression = java_partition_expression(spark, table, key)
-            # Which deletes apply to which file is not needed before the rewrite (only after it, in _validate).
+            # Which deletes apply to which file is not needed here (MAJOR reads it after the rewrite, in _validate;
+            # MINOR derives it from metadata by the spec's rules).
             before = scan_partition(spark, table, expression, base_id, with_applied=False)
             result.base_snapshot_id = base_id
             result.before = before.counts()
@@ -224,33 +221,11 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                     result.after = result.before
                     break
                 result.reason = f"changed since planning, re-evaluated: {decision.reason}"
-            _emit(progress, f"icecompact: MAJOR {key.label()} attempt {attempt}: "
-                            f"{result.before['data_files']} data / {result.before['delete_files']} delete files")
-            read_ahead = None
-            if (level is not ValidationLevel.NONE and base_id is not None and int(table.specs().size()) == 1
-                    and read_ahead_allowed(spark, plan.table.catalog)):
-                # Read-ahead for validation (c): with a single spec, the rewrite filtered on ``key`` can only touch
-                # ``key`` (the filter's projection onto the one spec is exactly that partition), so the base rows
-                # of ``key`` are read while Iceberg's action runs, and the rewrite snapshot's rows while our cleanup
-                # works on metadata. _validate still derives the touched partitions from each commit and reads
-                # whatever else it needs; this only changes when the reads happen.
-                touched = frozenset({key})
-                predicate = rows_predicate(spark, table, plan.table.catalog, {key})
-                fingerprints.prefetch(base_id, touched, predicate)
-                read_ahead = functools.partial(fingerprints.prefetch, keys=touched, predicate=predicate)
-            outcome = major_compact(
-                spark, table, expression, key, target_file_size_bytes=plan.policy.target_file_size_bytes,
-                plan_id=plan.plan_id, covers_whole_table=covers_whole_table, before=before,
-                on_rewrite_commit=read_ahead,
-            )
-            commits = outcome.commit_snapshot_ids
-            result.commit_snapshot_ids = commits
-            result.rewritten_data_files = outcome.rewritten_data_files
-            result.added_data_files = outcome.added_data_files
-            result.removed_delete_files = outcome.removed_delete_files
-            result.after = outcome.after
-            _validate(spark, table, ref, plan.table.catalog, key, commits, level, base_seq, expression, result,
-                      after_files=outcome.after_files, fingerprints=fingerprints)
+            _emit(progress, f"icecompact: {task.kind.value.upper()} {key.label()} attempt {attempt}: "
+                            f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
+                            f"({result.before['equality_delete_files']} equality)")
+            compact(_Attempt(spark, plan, table, ref, key, expression, before, current, level, fingerprints,
+                             attempt, prepared), result, commits)
             result.status = COMMITTED if commits else NO_OP
             break
         except CommitValidationError as e:
@@ -258,7 +233,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             result.status = _undo(spark, table, commits)
             break
         except Exception as e:  # py4j errors from Iceberg, classified
-            err = classify_java_error(e, f"MAJOR {key.label()}")
+            err = classify_java_error(e, f"{task.kind.value.upper()} {key.label()}")
             if commits:  # committed, then something failed (e.g. our own check): never keep it silently
                 result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
                 result.status = _undo(spark, table, commits)
@@ -271,6 +246,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                     sleep_backoff(attempt)
                     continue
                 result.status = CONFLICT
+            elif isinstance(err, UnsupportedTableError):
+                result.status, result.reason = UNSUPPORTED, f"unsupported: {err}"
             else:
                 result.status = FAILED
             result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
@@ -282,79 +259,79 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
     return result
 
 
-def _run_minor(spark: Any, plan: CompactionPlan, task: CompactionTask, table: Any, ref: str, result: PartitionResult,
-               started: float, *, level: ValidationLevel, max_retries: int,
-               progress: Callable[[str], None] | None, prepared: Any = None) -> PartitionResult:
-    """MINOR of one partition with the same retry, validation and rollback rules as MAJOR."""
+@dataclass
+class _Attempt:
+    """What one attempt on one partition works from (the table state it read at its start)."""
+
+    spark: Any
+    plan: CompactionPlan
+    table: Any
+    ref: str
+    key: Any
+    expression: Any
+    before: Any  # PartitionFiles at the base snapshot
+    base_snapshot: Any  # Java Snapshot or None
+    level: ValidationLevel
+    fingerprints: FingerprintCache
+    number: int
+    prepared: Any  # minor.PreparedMinor for this partition, or None
+
+    @property
+    def base_id(self) -> int | None:
+        return int(self.base_snapshot.snapshotId()) if self.base_snapshot is not None else None
+
+    @property
+    def base_seq(self) -> int | None:
+        return int(self.base_snapshot.sequenceNumber()) if self.base_snapshot is not None else None
+
+
+def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> None:
+    spark, table, key = a.spark, a.table, a.key
+    covers_whole_table = key.is_unpartitioned and len(list(table.specs().keySet())) == 1
+    read_ahead = None
+    if (a.level is not ValidationLevel.NONE and a.base_id is not None and int(table.specs().size()) == 1
+            and read_ahead_allowed(spark, a.plan.table.catalog)):
+        # Read-ahead for validation (c): with a single spec, the rewrite filtered on ``key`` can only touch
+        # ``key`` (the filter's projection onto the one spec is exactly that partition), so the base rows
+        # of ``key`` are read while Iceberg's action runs, and the rewrite snapshot's rows while our cleanup
+        # works on metadata. _validate still derives the touched partitions from each commit and reads
+        # whatever else it needs; this only changes when the reads happen.
+        touched = frozenset({key})
+        predicate = rows_predicate(spark, table, a.plan.table.catalog, {key})
+        a.fingerprints.prefetch(a.base_id, touched, predicate)
+        read_ahead = functools.partial(a.fingerprints.prefetch, keys=touched, predicate=predicate)
+    outcome = major_compact(
+        spark, table, a.expression, key, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
+        plan_id=a.plan.plan_id, covers_whole_table=covers_whole_table, before=a.before,
+        on_rewrite_commit=read_ahead,
+    )
+    commits.extend(outcome.commit_snapshot_ids)
+    result.commit_snapshot_ids = list(commits)
+    result.rewritten_data_files = outcome.rewritten_data_files
+    result.added_data_files = outcome.added_data_files
+    result.removed_delete_files = outcome.removed_delete_files
+    result.after = outcome.after
+    _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, a.base_seq, a.expression, result,
+              after_files=outcome.after_files, fingerprints=a.fingerprints)
+
+
+def _minor_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> None:
     from compaction.spark.minor import minor_compact
 
-    key = task.partition
-    attempt = 0
-    while True:
-        attempt += 1
-        result.attempts = attempt
-        commits: list[int] = []
-        try:
-            table.refresh()
-            current = table.currentSnapshot()
-            base_id = int(current.snapshotId()) if current is not None else None
-            expression = java_partition_expression(spark, table, key)
-            before = scan_partition(spark, table, expression, base_id, with_applied=False)
-            result.base_snapshot_id = base_id
-            result.before = before.counts()
-            planned_files = set(task.delete_files)
-            present = {path for path, _ in before.deletes}
-            if base_id != plan.base_snapshot_id and not planned_files <= present:
-                decision = evaluate_partition(before.to_state(key), plan.policy, plan.mode, plan.format_version)
-                if decision.kind is CompactionKind.NONE:
-                    result.status, result.reason = SKIPPED, f"changed since planning: {decision.reason}"
-                    result.after = result.before
-                    break
-                result.reason = f"changed since planning, re-evaluated: {decision.reason}"
-            _emit(progress, f"icecompact: MINOR {key.label()} attempt {attempt}: "
-                            f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
-                            f"({result.before['equality_delete_files']} equality)")
-            outcome = minor_compact(
-                spark, table, expression, rows_predicate(spark, table, plan.table.catalog, {key}), key,
-                table_ref=ref, plan_id=plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
-                before=before, prepared=prepared if attempt == 1 else None,
-            )
-            commits = outcome.commit_snapshot_ids
-            result.commit_snapshot_ids = commits
-            result.removed_delete_files = outcome.removed_delete_files
-            result.added_delete_files = outcome.added_delete_files
-            result.converted_rows = outcome.converted_rows
-            result.after = outcome.after
-            _validate(spark, table, ref, plan.table.catalog, key, commits, level, None, expression, result)
-            result.status = COMMITTED if commits else NO_OP
-            break
-        except CommitValidationError as e:
-            result.error, result.error_class, result.exit_code = str(e), type(e).__name__, e.exit_code
-            result.status = _undo(spark, table, commits)
-            break
-        except Exception as e:  # py4j errors from Iceberg, classified
-            err = classify_java_error(e, f"MINOR {key.label()}")
-            if commits:
-                result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
-                result.status = _undo(spark, table, commits)
-                break
-            if isinstance(err, CommitConflictError):
-                result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
-                                         "message": str(err)[:2000]})
-                if attempt <= max_retries:
-                    _emit(progress, f"icecompact: conflict on {key.label()} (attempt {attempt}), retrying: {err}")
-                    sleep_backoff(attempt)
-                    continue
-                result.status = CONFLICT
-            else:
-                result.status = UNSUPPORTED if isinstance(err, UnsupportedTableError) else FAILED
-                if result.status == UNSUPPORTED:
-                    result.reason = f"unsupported: {err}"
-            result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
-            break
-    result.duration_ms = int((time.monotonic() - started) * 1000)
-    _emit(progress, f"icecompact: {key.label()} -> {result.status}")
-    return result
+    spark, table, key = a.spark, a.table, a.key
+    outcome = minor_compact(
+        spark, table, a.expression, rows_predicate(spark, table, a.plan.table.catalog, {key}), key,
+        table_ref=a.ref, plan_id=a.plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
+        before=a.before, prepared=a.prepared if a.number == 1 else None,
+    )
+    commits.extend(outcome.commit_snapshot_ids)
+    result.commit_snapshot_ids = list(commits)
+    result.removed_delete_files = outcome.removed_delete_files
+    result.added_delete_files = outcome.added_delete_files
+    result.converted_rows = outcome.converted_rows
+    result.after = outcome.after
+    _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, None, a.expression, result,
+              fingerprints=a.fingerprints)
 
 
 def _undo(spark: Any, table: Any, commits: list[int]) -> str:
