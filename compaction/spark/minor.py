@@ -233,10 +233,16 @@ def merge_works(works: Iterable[_Work]) -> _Work:
     return merged
 
 
+def equality_ids(d: Any) -> tuple[int, ...]:
+    # One py4j call: iterating the Java list would cost a round trip per element.
+    text = str(d.equalityFieldIds().toString()).strip("[] ")
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
 def _equality_columns(table: Any, d: Any) -> tuple[tuple[int, str], ...]:
     schema = table.schema()
     out = []
-    for fid in d.equalityFieldIds():
+    for fid in equality_ids(d):
         column = schema.findColumnName(int(fid))
         if column is None:
             raise UnsupportedTableError(f"equality delete {d.location()} uses field id {fid}, which is no longer in the "
@@ -272,7 +278,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     by_ids: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}
     columns_of = {}
     for ref in refs:
-        ids = tuple(int(i) for i in work.equality[ref].equalityFieldIds())
+        ids = equality_ids(work.equality[ref])
         if ids not in by_ids:
             by_ids[ids] = _equality_columns(table, work.equality[ref])
         columns_of[ref] = by_ids[ids]
