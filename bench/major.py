@@ -72,13 +72,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-RESULTS_DIR = BENCH_DIR / "results"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from _common import BENCH_DIR, RESULTS_DIR, ROOT  # noqa: F401,E402  (sets sys.path, SPARK_LOCAL_IP)
 
 CATALOG_NAME = "bench"
 NAMESPACE = "ns"

@@ -45,13 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-RESULTS_DIR = BENCH_DIR / "results"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from _common import BENCH_DIR, RESULTS_DIR, ROOT  # noqa: F401,E402  (sets sys.path, SPARK_LOCAL_IP)
 
 CATALOG_NAME = "bench"
 NOW = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)

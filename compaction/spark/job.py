@@ -285,6 +285,17 @@ class _Attempt:
         return int(self.base_snapshot.sequenceNumber()) if self.base_snapshot is not None else None
 
 
+def _take_outcome(result: PartitionResult, commits: list[int], outcome: Any) -> None:
+    """Copy a Major/MinorOutcome into the result; ``commits`` first, so that a failure afterwards is undone."""
+    commits.extend(outcome.commit_snapshot_ids)
+    result.commit_snapshot_ids = list(commits)
+    for name in ("rewritten_data_files", "added_data_files", "removed_delete_files", "added_delete_files",
+                 "converted_rows"):
+        if hasattr(outcome, name):
+            setattr(result, name, getattr(outcome, name))
+    result.after = outcome.after
+
+
 def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> None:
     spark, table, key = a.spark, a.table, a.key
     covers_whole_table = key.is_unpartitioned and len(list(table.specs().keySet())) == 1
@@ -305,12 +316,7 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
         plan_id=a.plan.plan_id, covers_whole_table=covers_whole_table, before=a.before,
         on_rewrite_commit=read_ahead,
     )
-    commits.extend(outcome.commit_snapshot_ids)
-    result.commit_snapshot_ids = list(commits)
-    result.rewritten_data_files = outcome.rewritten_data_files
-    result.added_data_files = outcome.added_data_files
-    result.removed_delete_files = outcome.removed_delete_files
-    result.after = outcome.after
+    _take_outcome(result, commits, outcome)
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, a.base_seq, a.expression, result,
               after_files=outcome.after_files, fingerprints=a.fingerprints)
 
@@ -324,12 +330,7 @@ def _minor_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
         table_ref=a.ref, plan_id=a.plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
         before=a.before, prepared=a.prepared if a.number == 1 else None,
     )
-    commits.extend(outcome.commit_snapshot_ids)
-    result.commit_snapshot_ids = list(commits)
-    result.removed_delete_files = outcome.removed_delete_files
-    result.added_delete_files = outcome.added_delete_files
-    result.converted_rows = outcome.converted_rows
-    result.after = outcome.after
+    _take_outcome(result, commits, outcome)
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, None, a.expression, result,
               fingerprints=a.fingerprints)
 
