@@ -30,6 +30,7 @@ test: install browser lint typecheck
 bench: install
 	$(PY) bench/inspect_scale.py
 	$(PY) bench/major.py
+	$(PY) bench/minor.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
