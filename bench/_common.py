@@ -16,3 +16,8 @@ RESULTS_DIR = BENCH_DIR / "results"
 for _path in (str(ROOT), str(BENCH_DIR)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
+
+
+def timing_line(label: str, stats: dict[str, float], width: int) -> str:
+    """One row of a results table: median and (min-max) of a contender's seconds."""
+    return f"  {label:<{width}} {stats['median_s']:8.2f} s   ({stats['min_s']:.2f}-{stats['max_s']:.2f})"

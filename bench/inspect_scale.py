@@ -63,14 +63,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+from _common import BENCH_DIR, RESULTS_DIR, ROOT, timing_line  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-RESULTS_DIR = BENCH_DIR / "results"
 AGG_SCRIPT = BENCH_DIR / "_spark_files_agg.py"
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
 
 CATALOG_NAME = "bench"
 NAMESPACE = "ns"
@@ -709,7 +704,7 @@ def render(r: dict[str, Any]) -> str:
     ]
     for label, key in rows:
         if key in t:
-            lines.append(f"  {label:<46} {t[key]['median_s']:8.2f} s   ({t[key]['min_s']:.2f}-{t[key]['max_s']:.2f})")
+            lines.append(timing_line(label, t[key], 46))
     lines.append("ratios (median / median):")
     for key, label in (("spark_submit_over_inspect_plan", "spark-submit / inspect+plan"),
                        ("spark_in_session_over_inspect_plan", "in-session Spark / inspect+plan"),

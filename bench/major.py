@@ -72,7 +72,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from _common import BENCH_DIR, RESULTS_DIR, ROOT  # noqa: F401,E402  (sets sys.path, SPARK_LOCAL_IP)
+from _common import BENCH_DIR, RESULTS_DIR, ROOT, timing_line  # noqa: F401,E402  (sets sys.path, SPARK_LOCAL_IP)
 
 CATALOG_NAME = "bench"
 NAMESPACE = "ns"
@@ -157,7 +157,7 @@ class PhaseTimer:
             (major, "remove_dangling_deletes", "cleanup"),
             (major, "find_dangling_deletes", "find_dangling_deletes"),
             (major, "_check_no_older_data_added", "check_no_older_data"),
-            (major, "_find_tagged_snapshot", "find_tagged_snapshot"),
+            (major, "find_tagged_snapshot", "find_tagged_snapshot"),
             (major, "scan_partition", "scan_partition"),
             (partition_files, "_position_delete_targets", "position_delete_targets"),
             (partition_files, "_read_position_delete_targets", "read_position_delete_targets"),
@@ -769,7 +769,7 @@ def render(r: dict[str, Any]) -> str:
     ]
     for key, label in labels:
         if key in t:
-            lines.append(f"  {label:<52} {t[key]['median_s']:8.2f} s   ({t[key]['min_s']:.2f}-{t[key]['max_s']:.2f})")
+            lines.append(timing_line(label, t[key], 52))
     lines.append("ratios (median / median):")
     for key, label in (
         ("ours_count_over_call", f"ours(count) / CALL            (goal <= {GOAL_OVERHEAD}x)"),

@@ -129,7 +129,7 @@ def _to_arrow(table: JavaObject, columns: Sequence[str], rows: Sequence[Sequence
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _write_bytes(table: JavaObject, location: str, payload: bytes) -> None:
+def write_bytes(table: JavaObject, location: str, payload: bytes) -> None:
     # Always through the table's FileIO: Iceberg locations are not URIs (partition values are URL-encoded into the
     # name and the file on disk keeps the '%3A'), so decoding them into local paths would write the wrong file.
     out = table.io().newOutputFile(location).create()
@@ -171,7 +171,7 @@ def write_equality_delete_file(
     buf = io.BytesIO()
     pq.write_table(arrow, buf)
     payload = buf.getvalue()
-    _write_bytes(table, location, payload)
+    write_bytes(table, location, payload)
 
     input_file = table.io().newInputFile(location)
     metrics = j.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(

@@ -49,7 +49,7 @@ class MajorOutcome:
     after_files: PartitionFiles | None = None
 
 
-def _find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | None:
+def find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | None:
     table.refresh()
     current = table.currentSnapshot()
     if current is None:
@@ -114,7 +114,7 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, key: Partit
     for d in removable:
         rewrite = rewrite.deleteFile(d)
     rewrite.commit()
-    commit_id = _find_tagged_snapshot(table, base_id, tag)
+    commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:
         raise CommitConflictError("dangling-delete cleanup committed but its snapshot was not found on main")
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, removable)
@@ -162,7 +162,7 @@ def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *,
     )
     commits: list[int] = []
     if rewritten or added or removed_by_action:
-        sid = _find_tagged_snapshot(table, int(base_id), tag) if base_id is not None else None
+        sid = find_tagged_snapshot(table, int(base_id), tag) if base_id is not None else None
         if sid is None:
             raise CommitConflictError("rewrite committed but its snapshot was not found on main")
         commits.append(sid)

@@ -44,8 +44,7 @@ from typing import Any, Iterable
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
 from compaction.core.model import DeleteContent, PartitionKey
 from compaction.spark import jvm as J
-from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY
-from compaction.spark.major import _find_tagged_snapshot as find_tagged_snapshot
+from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY, find_tagged_snapshot
 from compaction.spark.partition_files import (
     PartitionFiles,
     _iterate,
@@ -82,7 +81,6 @@ class MinorOutcome:
     after: dict[str, int]
     rewritten_data_files: int = 0  # MINOR never rewrites data files
     added_data_files: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -194,7 +192,7 @@ def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles
             if path not in rewritten_paths and refs & set(absorbed):
                 rewritten_paths.add(path)
                 for ref in refs:
-                    absorbed.setdefault(ref, files.deletes[ref])
+                    absorbed.setdefault(ref, positional_all[ref])
                 changed = True
     return _Work(
         equality=equality,
@@ -394,7 +392,7 @@ def write_position_delete_file(spark: Any, table: Any, data_file: Any, positions
     metrics computed by Iceberg (``MetricsConfig.forPositionDelete``), ``referenced_data_file`` set."""
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from compaction.spark.equality_deletes import _write_bytes
+    from compaction.spark.equality_deletes import write_bytes
 
     j = J.jvm(spark)
     spec = table.specs().get(int(data_file.specId()))
@@ -406,7 +404,7 @@ def write_position_delete_file(spark: Any, table: Any, data_file: Any, positions
     buf = io.BytesIO()
     pq.write_table(_arrow_position_deletes(str(data_file.location()), positions), buf)
     payload = buf.getvalue()
-    _write_bytes(table, location, payload)
+    write_bytes(table, location, payload)
     metrics = j.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
         table.io().newInputFile(location), j.org.apache.iceberg.MetricsConfig.forPositionDelete(table))
     builder = (
