@@ -151,6 +151,9 @@ class PhaseTimer:
             (job, "major_compact", "major_compact"),
             (job, "_validate", "validate"),
             (job, "fingerprint", "fingerprint"),
+            (job, "snapshot_fingerprints", "snapshot_fingerprints"),
+            (job, "_group_rows", "group_rows_setup"),
+            (job.GroupRows, "_read", "group_base_rows"),
             (job, "touched_partitions", "touched_partitions"),
             (job, "rows_predicate", "rows_predicate"),
             (major, "rewrite_partition", "rewrite_action"),
@@ -164,9 +167,20 @@ class PhaseTimer:
             (partition_files.PartitionFiles, "refine_position_deletes", "refine_position_deletes"),
         ]
         saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]
+        saved.append((job, "partition_fingerprints_query", job.partition_fingerprints_query))
+        timer = self
+        build_group_query = job.partition_fingerprints_query
+
+        def group_query(*args: Any, **kwargs: Any) -> Any:
+            # Built in the calling thread, run in the group's read-ahead thread (recorded under background/).
+            with timer.section("group_rows_build"):
+                run = build_group_query(*args, **kwargs)
+            return timer.wrap(run, "group_rows_read")
+
         try:
             for obj, name, label in targets:
                 setattr(obj, name, self.wrap(getattr(obj, name), label))
+            job.partition_fingerprints_query = group_query
             yield
         finally:
             for obj, name, original in saved:
@@ -702,7 +716,8 @@ def breakdown_of(phases: dict[str, dict[str, float]], total: float) -> dict[str,
     after_scan = get(f"{rt}/major_compact/scan_partition")
     tagged = get(f"{rt}/major_compact/find_tagged_snapshot")
     validate = get(f"{rt}/validate")
-    fingerprints = get(f"{rt}/validate/fingerprint")
+    fingerprints = (get(f"{rt}/validate/fingerprint") + get(f"{rt}/validate/snapshot_fingerprints")
+                    + get(f"{rt}/validate/group_base_rows"))
     before_scan = get(f"{rt}/scan_partition")
     load = get(f"{rt}/load_table")
     run_task = get(rt)
@@ -717,8 +732,11 @@ def breakdown_of(phases: dict[str, dict[str, float]], total: float) -> dict[str,
         "cleanup/check_no_older_data": get(f"{rt}/major_compact/cleanup/check_no_older_data"),
         "validation": validate,
         "validation/fingerprint_reads": fingerprints,
+        "validation/fingerprint_reads/wait_for_group_base_rows": get(f"{rt}/validate/group_base_rows"),
         "validation/touched_partitions": get(f"{rt}/validate/touched_partitions"),
-        "background/base_rows_read_ahead (overlaps)": get("background/fingerprint"),
+        "group_base_rows_setup (run_group, before the partitions)": get("run_group/group_rows_setup"),
+        "background/group_base_rows_read (overlaps)": get("background/group_rows_read"),
+        "background/other_read_ahead (overlaps)": get("background/fingerprint"),
         "validation/leftover_scan": get(f"{rt}/validate/scan_partition")
             + get(f"{rt}/validate/refine_position_deletes"),
         "file_scans_before_after": before_scan + after_scan,

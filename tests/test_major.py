@@ -75,7 +75,11 @@ def test_major_rolls_back_a_commit_that_fails_validation(spark, sqlite_catalog: 
         calls["n"] += 1
         return Fingerprint(calls["n"], None)  # never equal: simulates rows lost by a commit
 
+    def lying_fingerprints(spark_, ref, requests, level):  # type: ignore[no-untyped-def]
+        return [lying_fingerprint(spark_, ref, s, p, level) for s, p in requests]
+
     monkeypatch.setattr(job, "fingerprint", lying_fingerprint)
+    monkeypatch.setattr(job, "snapshot_fingerprints", lying_fingerprints)
     _, results = _compact_major(spark, sqlite_catalog, "cdc.v", ValidationLevel.COUNT)
     statuses = {p.status for r in results for p in r.partitions}
     assert statuses == {"rolled_back"}

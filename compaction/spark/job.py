@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -25,14 +26,18 @@ from compaction.core.planner import evaluate_partition
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression, spark_partition_predicate
 from compaction.spark.major import major_compact, sleep_backoff
-from compaction.spark.partition_files import scan_partition, touched_partitions
+from compaction.spark.partition_files import PartitionKeys, scan_partition, touched_partitions
 from compaction.spark.validation import (
     FingerprintCache,
     ValidationLevel,
+    Fingerprint,
     classify_java_error,
+    combine_fingerprints,
     fingerprint,
+    partition_fingerprints_query,
     read_ahead_allowed,
     rollback_if_current,
+    snapshot_fingerprints,
 )
 
 RESULT_FORMAT_VERSION = 1
@@ -114,32 +119,161 @@ def rows_predicate(spark: Any, table: Any, catalog_name: str, keys: set[Any]) ->
     return condition
 
 
+class GroupRows:
+    """What validation (c) of one job group shares between its partitions.
+
+    * ``touched(sid)``: the partitions a snapshot touched (:func:`touched_partitions`), computed once per snapshot
+      for the whole group (a snapshot never changes).
+    * ``base(table, sid, keys)``: the fingerprint of ``keys`` at ``sid`` taken from one read of *every* partition of
+      the group at the group's base snapshot (:func:`partition_fingerprints`: one Spark job instead of one per
+      partition), when that is provably the same set of rows: ``sid`` descends from the base on main and every
+      snapshot after the base up to ``sid`` touched only *other* partitions of the keys' own (partitioned) spec.
+      Files of such a partition hold none of the keys' rows and its deletes apply only to its own data files, so
+      every file that holds or deletes a row of ``keys`` is as it was at the base. (A touched partition of another
+      spec could hold such rows, and an unpartitioned spec's equality deletes apply everywhere: then, or if the
+      group read fails, it answers None and the caller reads ``sid`` itself.) Several keys are summed only when
+      they belong to one spec (disjoint row sets).
+    """
+
+    #: Longest ancestry walked from a commit's parent back to the group's base (each step may be a touched walk).
+    MAX_STEPS = 200
+
+    def __init__(self, spark: Any, table: Any, ref: str, catalog_name: str, keys: list[Any],
+                 base_snapshot_id: int | None, level: ValidationLevel, base_metadata_file: str | None = None) -> None:
+        self.spark, self.ref, self.level = spark, ref, level
+        self.base_snapshot_id = base_snapshot_id
+        self.base_metadata_file = base_metadata_file
+        self.keys = list(dict.fromkeys(keys))
+        self._predicates = [rows_predicate(spark, table, catalog_name, {k}) for k in self.keys]
+        self._values: dict[Any, Fingerprint | None] | None = None
+        self._failed = False
+        self._touched: dict[int, frozenset[Any]] = {}
+        self._partition_keys = PartitionKeys(spark)
+        self._pending: Future[list[Fingerprint | None]] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def read_ahead(self) -> None:
+        """Start the group read in a background thread: it then overlaps the first partition's compaction instead of
+        delaying its validation.
+
+        The background read loads the table from the metadata file of the base snapshot (Iceberg's static table:
+        ``spark.read.format("iceberg").load(<metadata.json>)``), not through the catalog: it never touches the
+        catalog nor the table instance this thread commits through (Spark's catalog shares one instance, whose
+        next use after a commit refreshes through the catalog; on SQLite two threads doing that break, see
+        :func:`read_ahead_allowed`). Same snapshot, same files, same rows. If that read fails (e.g. a FileIO only
+        the catalog configures), the group is read again through the catalog in the committing thread."""
+        if (self.level is ValidationLevel.NONE or self.base_snapshot_id is None or not self.base_metadata_file
+                or self._pending is not None):
+            return
+        try:
+            # Built here (table loaded, queries analysed); only their execution runs in the background.
+            run = partition_fingerprints_query(self.spark, self.base_metadata_file, self.base_snapshot_id,
+                                               self._predicates, self.level)
+        except Exception:  # read through the catalog when first needed instead
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecompact-prefetch-group")
+        self._pending = self._executor.submit(run)
+
+    def close(self) -> None:
+        """Wait for a read-ahead still running (never leave a Spark job behind) and stop the thread."""
+        if self._pending is not None:
+            try:
+                self._pending.result()
+            except Exception:  # nobody asked for this value any more
+                pass
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def touched(self, table: Any, snapshot_id: int) -> frozenset[Any]:
+        sid = int(snapshot_id)
+        if sid not in self._touched:
+            self._touched[sid] = frozenset(touched_partitions(self.spark, table, sid, partition_keys=self._partition_keys))
+        return self._touched[sid]
+
+    def base(self, table: Any, snapshot_id: int, keys: frozenset[Any]) -> Fingerprint | None:
+        if (self.level is ValidationLevel.NONE or self.base_snapshot_id is None or self._failed or not keys
+                or not keys <= set(self.keys) or len({k.spec_id for k in keys}) != 1):
+            return None
+        spec_id = next(iter(keys)).spec_id
+        sid: int | None = int(snapshot_id)
+        for _ in range(self.MAX_STEPS):
+            if sid is None:
+                return None  # not a descendant of the group's base
+            if sid == self.base_snapshot_id:
+                break
+            if any(t in keys or t.spec_id != spec_id or t.is_unpartitioned for t in self.touched(table, sid)):
+                return None
+            snapshot = table.snapshot(sid)
+            parent = snapshot.parentId() if snapshot is not None else None
+            sid = int(parent) if parent is not None else None
+        else:
+            return None
+        values = self._read()
+        if values is None:
+            return None
+        return combine_fingerprints([v for v in (values[k] for k in keys) if v is not None])
+
+    def _read(self) -> dict[Any, Fingerprint | None] | None:
+        if self._values is None and not self._failed:
+            try:
+                if self._pending is not None:
+                    try:
+                        got = self._pending.result()
+                    except Exception:  # a failed read-ahead is read again, in this thread
+                        got = self._compute(self.ref)
+                else:
+                    got = self._compute(self.ref)
+                self._values = dict(zip(self.keys, got))
+            except Exception:  # each partition then reads its own base rows, where errors surface
+                self._failed = True
+        return self._values
+
+    def _compute(self, table_ref: str) -> list[Fingerprint | None]:
+        # ``partition_fingerprints_query`` is looked up when called (tests replace it in this module).
+        return partition_fingerprints_query(self.spark, table_ref, int(self.base_snapshot_id),  # type: ignore[arg-type]
+                                            self._predicates, self.level)()
+
+
 def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, commits: list[int],
               level: ValidationLevel, base_sequence_number: int | None, expression: Any,
               result: PartitionResult, after_files: Any = None,
-              fingerprints: FingerprintCache | None = None) -> None:
+              fingerprints: FingerprintCache | None = None, group: GroupRows | None = None) -> None:
     """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies.
 
     ``after_files``: the partition's files at ``commits[-1]`` scanned with applied deletes, when the caller has
     them (``MajorOutcome.after_files``); otherwise they are scanned here. ``fingerprints``: the caller's cache,
-    possibly holding a read-ahead of the base snapshot (see run_task)."""
+    possibly holding a read-ahead of the base snapshot (see run_task). ``group``: the job group's shared state
+    (touched partitions of each snapshot, the group's base rows read in one Spark job; see :class:`GroupRows`)."""
     checks: list[dict[str, Any]] = []
     # A snapshot never changes, so the rows of (snapshot, touched partitions) are read once: our cleanup commit's
     # parent is our rewrite commit, whose rows were just read as the rewrite's "after".
     cache = fingerprints if fingerprints is not None else _fingerprint_cache(spark, ref, level)
     rows_at = cache.get
 
+    pairs: list[tuple[int, int, Fingerprint | None, Any, Any]] = []  # (commit, parent, before, keys, predicate)
     for sid in commits:
-        parent = table.snapshot(int(sid)).parentId()
+        parent = int(table.snapshot(int(sid)).parentId())
         if level is ValidationLevel.NONE:
-            before = after = None  # nothing is compared: no need to know which partitions the commit touched
+            pairs.append((sid, parent, None, None, None))  # nothing is compared: touched partitions not needed
+            continue
+        # The rows that can have moved: every partition whose files the commit added or removed. A rewrite
+        # filtered on one partition may also select files of other specs (Iceberg projects the filter onto
+        # every spec) and write their rows into other partitions of the current spec.
+        keys = group.touched(table, sid) if group is not None else frozenset(touched_partitions(spark, table, sid))
+        predicate = rows_predicate(spark, table, catalog_name, set(keys))
+        pairs.append((sid, parent, group.base(table, parent, keys) if group is not None else None, keys, predicate))
+    if level is not ValidationLevel.NONE:
+        # Every snapshot still to read, in one Spark job (a cleanup's parent is the rewrite: read once).
+        cache.get_many([(parent, keys, predicate) for _, parent, before, keys, predicate in pairs if before is None]
+                       + [(sid, keys, predicate) for sid, _, _, keys, predicate in pairs])
+
+    for sid, parent, before, keys, predicate in pairs:
+        if level is ValidationLevel.NONE:
+            after = None
         else:
-            # The rows that can have moved: every partition whose files the commit added or removed. A rewrite
-            # filtered on one partition may also select files of other specs (Iceberg projects the filter onto
-            # every spec) and write their rows into other partitions of the current spec.
-            keys = frozenset(touched_partitions(spark, table, sid))
-            predicate = rows_predicate(spark, table, catalog_name, set(keys))
-            before = rows_at(int(parent), keys, predicate)
+            if before is None:
+                before = rows_at(parent, keys, predicate)
             after = rows_at(int(sid), keys, predicate)
         ok = before == after
         checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
@@ -171,13 +305,15 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
 
 
 def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> FingerprintCache:
-    # ``fingerprint`` is looked up when called (tests replace it in this module).
-    return FingerprintCache(lambda snapshot_id, predicate: fingerprint(spark, ref, snapshot_id, predicate, level))
+    # ``fingerprint``/``snapshot_fingerprints`` are looked up when called (tests replace them in this module).
+    return FingerprintCache(lambda snapshot_id, predicate: fingerprint(spark, ref, snapshot_id, predicate, level),
+                            lambda requests: snapshot_fingerprints(spark, ref, requests, level))
 
 
 def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: CompactionTask, *,
              level: ValidationLevel, max_retries: int,
-             progress: Callable[[str], None] | None = None, prepared: Any = None) -> PartitionResult:
+             progress: Callable[[str], None] | None = None, prepared: Any = None,
+             group: GroupRows | None = None) -> PartitionResult:
     key = task.partition
     result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value)
     started = time.monotonic()
@@ -225,7 +361,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
                             f"({result.before['equality_delete_files']} equality)")
             compact(_Attempt(spark, plan, table, ref, key, expression, before, current, level, fingerprints,
-                             attempt, prepared), result, commits)
+                             attempt, prepared, group), result, commits)
             result.status = COMMITTED if commits else NO_OP
             break
         except CommitValidationError as e:
@@ -275,6 +411,7 @@ class _Attempt:
     fingerprints: FingerprintCache
     number: int
     prepared: Any  # minor.PreparedMinor for this partition, or None
+    group: GroupRows | None = None  # shared by the partitions of the job group (validation)
 
     @property
     def base_id(self) -> int | None:
@@ -302,6 +439,7 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
     read_ahead = None
     if (a.level is not ValidationLevel.NONE and a.base_id is not None and int(table.specs().size()) == 1
             and read_ahead_allowed(spark, a.plan.table.catalog)):
+        # (The base rows of ``key`` come from the group's read when ``key`` is one of the group's partitions.)
         # Read-ahead for validation (c): with a single spec, the rewrite filtered on ``key`` can only touch
         # ``key`` (the filter's projection onto the one spec is exactly that partition), so the base rows
         # of ``key`` are read while Iceberg's action runs, and the rewrite snapshot's rows while our cleanup
@@ -309,7 +447,8 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
         # whatever else it needs; this only changes when the reads happen.
         touched = frozenset({key})
         predicate = rows_predicate(spark, table, a.plan.table.catalog, {key})
-        a.fingerprints.prefetch(a.base_id, touched, predicate)
+        if a.group is None or key not in a.group.keys:
+            a.fingerprints.prefetch(a.base_id, touched, predicate)
         read_ahead = functools.partial(a.fingerprints.prefetch, keys=touched, predicate=predicate)
     outcome = major_compact(
         spark, table, a.expression, key, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
@@ -318,7 +457,7 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
     )
     _take_outcome(result, commits, outcome)
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, a.base_seq, a.expression, result,
-              after_files=outcome.after_files, fingerprints=a.fingerprints)
+              after_files=outcome.after_files, fingerprints=a.fingerprints, group=a.group)
 
 
 def _minor_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> None:
@@ -332,7 +471,7 @@ def _minor_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
     )
     _take_outcome(result, commits, outcome)
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, None, a.expression, result,
-              fingerprints=a.fingerprints)
+              fingerprints=a.fingerprints, group=a.group)
 
 
 def _undo(spark: Any, table: Any, commits: list[int]) -> str:
@@ -366,6 +505,27 @@ def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[Compactio
         return {}
 
 
+def _group_rows(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
+                level: ValidationLevel) -> GroupRows | None:
+    """Validation state shared by the group's partitions, based at the table's current snapshot (None at level
+    none, or when the table cannot be loaded: each partition then reports that itself)."""
+    if level is ValidationLevel.NONE:
+        return None
+    keys = [t.partition for t in tasks if t.kind in (CompactionKind.MAJOR, CompactionKind.MINOR)]
+    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+    try:
+        table = J.load_table(spark, identifier)
+        metadata = table.operations().refresh()
+        current = metadata.currentSnapshot()
+        group = GroupRows(spark, table, quoted(plan.table), plan.table.catalog, keys,
+                          int(current.snapshotId()) if current is not None else None, level,
+                          base_metadata_file=str(metadata.metadataFileLocation()))
+    except Exception:
+        return None
+    group.read_ahead()
+    return group
+
+
 def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: ValidationLevel,
               max_retries: int = MAX_RETRIES_DEFAULT,
               progress: Callable[[str], None] | None = None) -> GroupResult:
@@ -377,10 +537,15 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
         return result
     tasks = _merge_tasks(groups[group_id].tasks)
     prepared = _prepare_minor_group(spark, plan, tasks, progress)
-    for task in tasks:
-        result.partitions.append(run_task(spark, plan.table.catalog, plan, task, level=level,
-                                          max_retries=max_retries, progress=progress,
-                                          prepared=prepared.get(task.partition)))
+    group = _group_rows(spark, plan, tasks, level)
+    try:
+        for task in tasks:
+            result.partitions.append(run_task(spark, plan.table.catalog, plan, task, level=level,
+                                              max_retries=max_retries, progress=progress,
+                                              prepared=prepared.get(task.partition), group=group))
+    finally:
+        if group is not None:
+            group.close()
     bad = [p for p in result.partitions if p.status in (FAILED, CONFLICT, ROLLED_BACK, NEEDS_ATTENTION, UNSUPPORTED)]
     if not bad:
         result.status = "succeeded"

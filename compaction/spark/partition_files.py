@@ -38,6 +38,12 @@ def _iterate(iterable: Any) -> Iterator[Any]:
                 pass
 
 
+def java_list(items: Any) -> list[Any]:
+    """A Java ``List`` as a Python list by index. Iterating it with Python's ``for`` ends on a Java
+    ``NoSuchElementException`` that PySpark converts at the cost of a dozen py4j round trips (tens of ms)."""
+    return [items.get(i) for i in range(int(items.size()))]
+
+
 def delete_ref(f: Any) -> tuple[str, int]:
     """Identity of a delete file; DVs share one Puffin file, so the blob offset is part of it."""
     offset = f.contentOffset()
@@ -116,11 +122,16 @@ class PartitionFiles:
                     record_count=int(f.recordCount()),
                     data_sequence_number=int(f.dataSequenceNumber()),
                     referenced_data_file=str(referenced) if referenced is not None else None,
-                    equality_ids=tuple(int(i) for i in (f.equalityFieldIds() or [])),
+                    equality_ids=_equality_ids(f),
                     content_offset=ref[1] if ref[1] >= 0 else None,
                 )
             )
         return PartitionState(key=key, data_files=data, delete_files=tuple(deletes))
+
+
+def _equality_ids(f: Any) -> tuple[int, ...]:
+    ids = f.equalityFieldIds()
+    return tuple(int(i) for i in java_list(ids)) if ids is not None else ()
 
 
 def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | None, *,
@@ -142,14 +153,14 @@ def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | N
         if not with_applied:
             continue
         refs = result.applied.setdefault(path, set())
-        for d in task.deletes():
+        for d in java_list(task.deletes()):
             ref = delete_ref(d)
             refs.add(ref)
             result.deletes[ref] = d
     j = spark.sparkContext._jvm
     snapshot = table.snapshot(int(snapshot_id))
     specs = table.specs()
-    for manifest in snapshot.deleteManifests(table.io()):
+    for manifest in java_list(snapshot.deleteManifests(table.io())):
         reader = j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, table.io(), specs).filterRows(expression)
         for d in _iterate(reader):
             ref = delete_ref(d)
@@ -226,7 +237,7 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
     target_of = j.org.apache.iceberg.util.ContentFileUtil.referencedDataFileLocation
 
     data_by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[str, int]]] = {}
-    for manifest in snapshot.dataManifests(io):
+    for manifest in java_list(snapshot.dataManifests(io)):
         spec_id = int(manifest.partitionSpecId())
         if not covers_whole_table and not scope.may_match(manifest, spec_id):
             continue
@@ -241,7 +252,7 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
     unpartitioned: dict[int, bool] = {}
     dangling: list[Any] = []
     unresolved: list[tuple[Any, tuple[int, tuple[Any, ...]], int]] = []  # multi-file position deletes
-    for manifest in snapshot.deleteManifests(io):
+    for manifest in java_list(snapshot.deleteManifests(io)):
         spec_id = int(manifest.partitionSpecId())
         if not scope.may_match(manifest, spec_id):
             continue
@@ -338,28 +349,44 @@ def _changed_partition_count(snapshot: Any) -> int | None:
         return None
 
 
-def touched_partitions(spark: Any, table: Any, snapshot_id: int) -> set[PartitionKey]:
+class PartitionKeys:
+    """``PartitionKey`` of a file's partition, with the per-spec lookups (field names/transforms from the table's
+    schema, field types) made once per spec: share one instance across calls on the same table."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self._by_spec: dict[int, tuple[list[Any], Any]] = {}
+
+    def key_of(self, table: Any, f: Any) -> PartitionKey:
+        spec_id = int(f.specId())
+        if spec_id not in self._by_spec:
+            specs = table.specs()
+            decoder = J.PartitionDecoder(self._spark, specs)
+            decoder.field_types(spec_id)
+            self._by_spec[spec_id] = (J.partition_fields(table, specs.get(spec_id)), decoder)
+        fields, decoder = self._by_spec[spec_id]
+        values = decoder.values(spec_id, f.partition())
+        return PartitionKey(spec_id, tuple(
+            PartitionFieldValue(fd.name, fd.transform, fd.source_column, v) for fd, v in zip(fields, values)
+        ))
+
+
+def touched_partitions(spark: Any, table: Any, snapshot_id: int, *,
+                       partition_keys: PartitionKeys | None = None) -> set[PartitionKey]:
     """Every (spec, partition) whose files a snapshot added or removed (data and delete files).
 
     Fast path, single-spec tables only: when Iceberg's snapshot summary counts exactly one changed partition, the
     answer is the partition of the first changed file. Iceberg counts distinct ``spec.partitionToPath`` strings,
     which identify a partition of one spec except that a null and the string ``'null'`` both render as ``null``;
     keys holding either fall back to the walk. With several specs, paths of different specs can collide, so the
-    walk (every added/removed file) is always used there."""
+    walk (every added/removed file) is always used there. ``partition_keys``: a :class:`PartitionKeys` to reuse
+    across calls on the same table (one is made per call otherwise)."""
     io, specs = table.io(), table.specs()
     snapshot = table.snapshot(int(snapshot_id))
-    decoder = J.PartitionDecoder(spark, specs)
-    fields_by_spec: dict[int, Any] = {}
+    keys_of = partition_keys if partition_keys is not None else PartitionKeys(spark)
 
     def key_of(f: Any) -> PartitionKey:
-        spec_id = int(f.specId())
-        if spec_id not in fields_by_spec:
-            fields_by_spec[spec_id] = J.partition_fields(table, specs.get(spec_id))
-        values = decoder.values(spec_id, f.partition())
-        return PartitionKey(spec_id, tuple(
-            PartitionFieldValue(fd.name, fd.transform, fd.source_column, v)
-            for fd, v in zip(fields_by_spec[spec_id], values)
-        ))
+        return keys_of.key_of(table, f)
 
     changes = (snapshot.addedDataFiles, snapshot.removedDataFiles, snapshot.addedDeleteFiles,
                snapshot.removedDeleteFiles)

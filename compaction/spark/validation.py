@@ -8,10 +8,11 @@
 
 from __future__ import annotations
 
+import decimal
 import enum
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Tuple
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Sequence, Tuple
 
 from compaction.core.errors import CommitConflictError, CompactionError, ConfigError, RewriteJobError
 
@@ -53,12 +54,117 @@ def fingerprint(spark: SparkSession, table_ref: str, snapshot_id: int, predicate
 
     df = spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref).where(predicate)
     if level is ValidationLevel.COUNT:
+        # Iceberg answers this from manifest metadata (aggregate push-down) when no delete file applies to the
+        # scanned files and the predicate selects whole partitions, e.g. right after a MAJOR; otherwise it reads.
         return Fingerprint(int(df.count()), None)
-    # Order-independent: sum of per-row 64-bit hashes of the row's JSON (to_json keeps column names, so
-    # (a, null) and (null, a) differ, unlike hashing the columns directly). Summed as decimal: no overflow.
-    row_hash = F.xxhash64(F.to_json(F.struct(*[F.col("`" + c.replace("`", "``") + "`") for c in df.columns])))
-    agg = df.agg(F.count(F.lit(1)).alias("n"), F.sum(row_hash.cast("decimal(38,0)")).alias("h")).collect()[0]
+    agg = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_row_hash(df)).alias("h")).collect()[0]
     return Fingerprint(int(agg["n"]), str(agg["h"] if agg["h"] is not None else 0))
+
+
+def snapshot_fingerprints(spark: SparkSession, table_ref: str, requests: Sequence[Tuple[int, Column]],
+                          level: ValidationLevel) -> list[Fingerprint | None]:
+    """:func:`fingerprint` of each ``(snapshot_id, predicate)``, all in one Spark job: the union of one aggregate per
+    request (each branch is the very query :func:`fingerprint` runs, so Iceberg still answers a count from
+    metadata where it can), instead of one job per request."""
+    if level is ValidationLevel.NONE:
+        return [None] * len(requests)
+    if len(requests) == 1:
+        return [fingerprint(spark, table_ref, requests[0][0], requests[0][1], level)]
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    branches = []
+    for i, (snapshot_id, predicate) in enumerate(requests):
+        df = spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref).where(predicate)
+        checksum = _row_hash_sum(df) if level is ValidationLevel.CHECKSUM else F.lit(None).cast("decimal(38,0)")
+        branches.append(df.agg(F.count(F.lit(1)).alias("n"), checksum.alias("h")).select(F.lit(i).alias("i"), "n", "h"))
+    rows = {int(r["i"]): r for r in reduce(lambda a, b: a.unionByName(b), branches).collect()}
+    out: list[Fingerprint | None] = []
+    for i in range(len(requests)):
+        n, h = rows[i]["n"], rows[i]["h"]
+        out.append(Fingerprint(int(n), None) if level is ValidationLevel.COUNT
+                   else Fingerprint(int(n), str(h if h is not None else 0)))
+    return out
+
+
+def _row_hash_sum(df: Any) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.sum(_row_hash(df))
+
+
+def _row_hash(df: Any) -> Column:
+    """Order-independent row checksum term: the row's 64-bit hash of its JSON (to_json keeps column names, so
+    (a, null) and (null, a) differ, unlike hashing the columns directly), as decimal so that sums never overflow."""
+    from pyspark.sql import functions as F
+
+    row = F.to_json(F.struct(*[F.col("`" + c.replace("`", "``") + "`") for c in df.columns]))
+    return F.xxhash64(row).cast("decimal(38,0)")
+
+
+#: Partitions whose fingerprints one Spark job computes side by side (one conditional aggregate each).
+PARTITIONS_PER_JOB = 32
+
+
+def partition_fingerprints(spark: SparkSession, table_ref: str, snapshot_id: int, predicates: Sequence[Column],
+                           level: ValidationLevel) -> list[Fingerprint | None]:
+    """:func:`fingerprint` of each predicate at ``snapshot_id``, several per Spark job (one read of the union).
+
+    Each value is computed with the very predicate :func:`fingerprint` would use (a conditional aggregate per
+    predicate, so overlapping predicates are fine), over the rows the OR of the predicates selects: rows outside
+    it satisfy none of them. Time travel and delete application are Iceberg's, as for :func:`fingerprint`."""
+    return partition_fingerprints_query(spark, table_ref, snapshot_id, predicates, level)()
+
+
+def partition_fingerprints_query(spark: SparkSession, table_ref: str, snapshot_id: int,
+                                 predicates: Sequence[Column],
+                                 level: ValidationLevel) -> Callable[[], list[Fingerprint | None]]:
+    """:func:`partition_fingerprints` in two steps: this call loads the table and builds (analyses) the queries in
+    the calling thread; the returned function runs them, in any thread. ``table_ref``: a catalog table name or the
+    path of a ``metadata.json`` (Iceberg's static table, loaded without any catalog)."""
+    if level is ValidationLevel.NONE:
+        return lambda: [None] * len(predicates)
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    queries = []
+    for start in range(0, len(predicates), PARTITIONS_PER_JOB):
+        chunk = list(predicates[start:start + PARTITIONS_PER_JOB])
+        df = (spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref)
+              .where(reduce(lambda a, b: a | b, chunk)))
+        row_hash = _row_hash(df) if level is ValidationLevel.CHECKSUM else None
+        columns = []
+        for i, predicate in enumerate(chunk):
+            # when(): a predicate that is false or null counts no row, exactly like where(predicate).
+            columns.append(F.count(F.when(predicate, F.lit(1))).alias(f"n{i}"))
+            if row_hash is not None:
+                columns.append(F.sum(F.when(predicate, row_hash)).alias(f"h{i}"))
+        queries.append((df.agg(*columns), len(chunk), row_hash is not None))
+
+    def run() -> list[Fingerprint | None]:
+        out: list[Fingerprint | None] = []
+        for query, n, with_checksum in queries:
+            row = query.collect()[0]
+            for i in range(n):
+                if not with_checksum:
+                    out.append(Fingerprint(int(row[f"n{i}"]), None))
+                else:
+                    h = row[f"h{i}"]
+                    out.append(Fingerprint(int(row[f"n{i}"]), str(h if h is not None else 0)))
+        return out
+
+    return run
+
+
+def combine_fingerprints(parts: Sequence[Fingerprint]) -> Fingerprint:
+    """The fingerprint of the union of *disjoint* row sets: counts and checksums (sums of row hashes) add up."""
+    rows = sum(p.rows for p in parts)
+    if any(p.checksum is None for p in parts):
+        return Fingerprint(rows, None)
+    return Fingerprint(rows, str(sum((decimal.Decimal(p.checksum) for p in parts if p.checksum is not None),
+                                     decimal.Decimal(0))))
 
 
 FingerprintKey = Tuple[int, FrozenSet[Any]]
@@ -73,8 +179,10 @@ class FingerprintCache:
     rewrite action runs (one file group of one partition leaves a core idle). ``compute`` is called as
     ``compute(snapshot_id, predicate)``; the caller binds the session, table and level."""
 
-    def __init__(self, compute: Callable[[int, Any], Fingerprint | None]) -> None:
+    def __init__(self, compute: Callable[[int, Any], Fingerprint | None],
+                 compute_many: Callable[[list[Tuple[int, Any]]], list[Fingerprint | None]] | None = None) -> None:
         self._compute = compute
+        self._compute_many = compute_many
         self._values: dict[FingerprintKey, Fingerprint | None] = {}
         self._pending: dict[FingerprintKey, Future[Fingerprint | None]] = {}
         self._executor: ThreadPoolExecutor | None = None
@@ -87,6 +195,26 @@ class FingerprintCache:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecompact-prefetch")
         self._pending[key] = self._executor.submit(self._compute, int(snapshot_id), predicate)
+
+    def get_many(self, requests: Sequence[Tuple[int, FrozenSet[Any], Any]]) -> None:
+        """Make every ``(snapshot_id, keys, predicate)`` known: read-aheads are awaited, the rest is read together
+        (``compute_many``: one Spark job). Values are then answered by :meth:`get`."""
+        missing: dict[FingerprintKey, Any] = {}
+        for snapshot_id, keys, predicate in requests:
+            key = (int(snapshot_id), keys)
+            if key in self._values or key in missing:
+                continue
+            if key in self._pending:
+                self.get(int(snapshot_id), keys, predicate)
+                continue
+            missing[key] = predicate
+        if self._compute_many is None or len(missing) < 2:
+            for (snapshot_id, keys), predicate in missing.items():
+                self.get(snapshot_id, keys, predicate)
+            return
+        values = self._compute_many([(snapshot_id, predicate) for (snapshot_id, _), predicate in missing.items()])
+        for key, value in zip(missing, values):
+            self._values[key] = value
 
     def get(self, snapshot_id: int, keys: FrozenSet[Any], predicate: Any) -> Fingerprint | None:
         key = (int(snapshot_id), keys)

@@ -1,12 +1,20 @@
-"""Validation (c) of a MAJOR reads the rows of every (snapshot, touched partitions) pair exactly once; on
-PostgreSQL the reads of a single-spec table's partition happen ahead (in a background thread) and are what
-validation then compares, not a second read; on SQLite (one writer, no concurrent catalog access) there is no
-read-ahead."""
+"""Validation (c) of a MAJOR reads the rows of every (snapshot, touched partitions) pair exactly once.
+
+* The base rows of all partitions of a job group are read in one Spark job at the group's base snapshot, ahead (in a
+  background thread, from the base's metadata file, on SQLite and PostgreSQL alike), and a partition's commit is
+  compared with them when no snapshot in between touched the partition; the value used equals a direct time-travel
+  read of the commit's parent.
+* A partition that another writer touched after the group's base is compared with a read of its commit's parent.
+* The rows of a partition's compaction snapshots (rewrite, cleanup) are read in one Spark job (on PostgreSQL the
+  rewrite's is read ahead, in the background, while the cleanup works).
+* A group read that disagrees with the commit fails validation and rolls the commit back.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
+from typing import Any
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
@@ -14,33 +22,75 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.inspect import inspect_table
 from compaction.spark import job
-from compaction.spark.validation import ValidationLevel, read_ahead_allowed
+from compaction.spark.validation import Fingerprint, ValidationLevel, fingerprint, read_ahead_allowed
 from compaction.testing.oracle import read_table
 from compaction.testing.workload import WorkloadSpec, generate
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
+class _Reads:
+    """Records every validation read made through the job's read functions (snapshot, predicate text, thread)."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.single: list[tuple[int, str]] = []
+        self.batches: list[list[tuple[int, str]]] = []
+        self.groups: list[tuple[int, str, list[str], str]] = []  # (snapshot, table ref, predicates, thread)
+        real_single, real_batch, real_group = job.fingerprint, job.snapshot_fingerprints, job.partition_fingerprints_query
+
+        def single(spark_, ref, snapshot_id, predicate, level):  # type: ignore[no-untyped-def]
+            self.single.append((int(snapshot_id), str(predicate)))
+            return real_single(spark_, ref, snapshot_id, predicate, level)
+
+        def batch(spark_, ref, requests, level):  # type: ignore[no-untyped-def]
+            self.batches.append([(int(s), str(p)) for s, p in requests])
+            return real_batch(spark_, ref, requests, level)
+
+        def group(spark_, ref, snapshot_id, predicates, level):  # type: ignore[no-untyped-def]
+            run = real_group(spark_, ref, snapshot_id, predicates, level)
+
+            def recorded():  # type: ignore[no-untyped-def]
+                self.groups.append((int(snapshot_id), str(ref), [str(p) for p in predicates],
+                                    threading.current_thread().name))
+                return run()
+
+            return recorded
+
+        monkeypatch.setattr(job, "fingerprint", single)
+        monkeypatch.setattr(job, "snapshot_fingerprints", batch)
+        monkeypatch.setattr(job, "partition_fingerprints_query", group)
+
+    def all(self) -> list[tuple[int, str]]:
+        return (self.single + [r for b in self.batches for r in b]
+                + [(sid, p) for sid, _, preds, _ in self.groups for p in preds])
+
+
+def _major(spark: Any, catalog: CatalogConfig, name: str, level: ValidationLevel = ValidationLevel.COUNT) -> Any:
+    state = inspect_table(catalog, name)
+    the_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MAJOR, NOW)
+    results = [job.run_group(spark, the_plan, g.group_id, level=level) for g in the_plan.groups]
+    return the_plan, [p for r in results for p in r.partitions]
+
+
+def _direct_before(spark: Any, catalog: CatalogConfig, table_name: str, part: Any) -> Fingerprint | None:
+    """A fresh time-travel read of the partition at its rewrite commit's parent (what the group value replaces)."""
+    from compaction.core.plan import partition_key_from_dict
+    from compaction.spark import jvm as J
+
+    identifier = f"{catalog.name}.{table_name}"
+    table = J.load_table(spark, identifier)
+    predicate = job.rows_predicate(spark, table, catalog.name, {partition_key_from_dict(part.partition)})
+    return fingerprint(spark, identifier, part.validation["checks"][0]["parent_id"], predicate, ValidationLevel.COUNT)
+
+
 def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogConfig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     catalog = any_catalog
-    assert read_ahead_allowed(spark, catalog.name) is (not str(catalog.properties["uri"]).startswith("sqlite"))
     workload = generate(spark, catalog, "cdc.r", WorkloadSpec(seed=21, partitioning="days_ts", commits=3,
                                                                rows_per_commit=40, days_span=2, evolve_spec=False))
-    reads: list[tuple[int, str]] = []
-    threads: set[str] = set()
-    real = job.fingerprint
-
-    def counting_fingerprint(spark_, ref, snapshot_id, predicate, level):  # type: ignore[no-untyped-def]
-        reads.append((int(snapshot_id), str(predicate)))
-        threads.add(threading.current_thread().name)
-        return real(spark_, ref, snapshot_id, predicate, level)
-
-    monkeypatch.setattr(job, "fingerprint", counting_fingerprint)
-    state = inspect_table(catalog, "cdc.r")
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MAJOR, NOW)
-    parts = [p for g in the_plan.groups
-             for p in job.run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT).partitions]
-    assert parts and all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
+    reads = _Reads(monkeypatch)
+    the_plan, parts = _major(spark, catalog, "cdc.r")
+    assert len(parts) >= 2 and len(the_plan.groups) == 1
+    assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     for p in parts:
         assert len(p.commit_snapshot_ids) == 2  # rewrite + dangling-delete cleanup
         checks = p.validation["checks"]
@@ -48,8 +98,74 @@ def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogCon
         # The cleanup's "before" is the rewrite's "after": one read, shared.
         assert checks[1]["parent_id"] == checks[0]["snapshot_id"]
         assert checks[1]["before"] == checks[0]["after"]
-    # base + rewrite + cleanup snapshot of each partition, each read once (a cache miss would read one twice).
-    assert len(reads) == len(set(reads)) == 3 * len(parts)
-    read_ahead = any(name.startswith("icecompact-prefetch") for name in threads)
-    assert read_ahead is read_ahead_allowed(spark, catalog.name)
+        # The group's base rows stand for the rows at the parent, which a direct read confirms.
+        assert checks[0]["before"] == _direct_before(spark, catalog, "cdc.r", p).to_dict()  # type: ignore[union-attr]
+    # One group read, at the group's base, from its metadata file, in the background, one predicate per partition.
+    assert len(reads.groups) == 1
+    snapshot, ref, predicates, thread = reads.groups[0]
+    assert snapshot == the_plan.base_snapshot_id and ref.endswith(".metadata.json")
+    assert thread.startswith("icecompact-prefetch-group") and len(predicates) == len(parts)
+    if read_ahead_allowed(spark, catalog.name):
+        # PostgreSQL: the rewrite snapshot is read ahead while the cleanup works, then the cleanup's snapshot.
+        assert sorted(sid for sid, _ in reads.single) == sorted(s for p in parts for s in p.commit_snapshot_ids)
+    else:
+        # SQLite: each partition's rewrite + cleanup snapshots in one Spark job.
+        assert not reads.single and sorted(len(b) for b in reads.batches) == [2] * len(parts)
+    # Nothing read twice, nothing else read.
+    assert len(reads.all()) == len(set(reads.all())) == 3 * len(parts)
     assert read_table(catalog.load().load_table(workload.identifier)).rows == workload.expected_rows
+
+
+def test_a_partition_touched_after_the_group_base_reads_its_own_parent(spark, sqlite_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                                        monkeypatch) -> None:
+    catalog = sqlite_catalog
+    generate(spark, catalog, "cdc.t", WorkloadSpec(seed=22, partitioning="days_ts", commits=3, rows_per_commit=40,
+                                                    days_span=2, evolve_spec=False))
+    reads = _Reads(monkeypatch)
+    real_run_task = job.run_task
+    seen: list[Any] = []
+    appended: dict[str, int] = {}
+
+    def run_task(spark_, catalog_name, plan_, task, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(task.partition)
+        if len(seen) == 2:  # another writer appends a row to the second partition before its turn
+            from compaction.spark import jvm as J
+
+            identifier = f"{catalog.name}.cdc.t"
+            predicate = job.rows_predicate(spark_, J.load_table(spark_, identifier), catalog.name, {task.partition})
+            spark_.table(identifier).where(predicate).limit(1).writeTo(identifier).append()
+            appended["snapshot"] = int(J.load_table(spark_, identifier).currentSnapshot().snapshotId())
+        return real_run_task(spark_, catalog_name, plan_, task, **kwargs)
+
+    monkeypatch.setattr(job, "run_task", run_task)
+    the_plan, parts = _major(spark, catalog, "cdc.t")
+    assert len(parts) == 2 and all(p.status == job.COMMITTED for p in parts), [(p.label, p.status) for p in parts]
+    first, second = parts
+    # The first partition is compared with the group read; the second, touched since, with a read of its parent.
+    assert first.validation["checks"][0]["parent_id"] == the_plan.base_snapshot_id
+    second_parent = second.validation["checks"][0]["parent_id"]
+    assert second_parent == appended["snapshot"]
+    assert [sid for b in reads.batches for sid, _ in b].count(second_parent) == 1
+    assert second.validation["checks"][0]["before"] == _direct_before(spark, catalog, "cdc.t", second).to_dict()  # type: ignore[union-attr]
+    table = catalog.load().load_table("cdc.t")
+    assert read_table(table).rows == read_table(table, appended["snapshot"]).rows
+
+
+def test_a_group_read_that_disagrees_rolls_the_commit_back(spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    catalog = sqlite_catalog
+    workload = generate(spark, catalog, "cdc.w", WorkloadSpec(seed=23, partitioning="days_ts", commits=2,
+                                                               rows_per_commit=40, days_span=2, evolve_spec=False))
+    head = catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
+    real_group = job.partition_fingerprints_query
+
+    def off_by_one(spark_, ref, snapshot_id, predicates, level):  # type: ignore[no-untyped-def]
+        run = real_group(spark_, ref, snapshot_id, predicates, level)
+        return lambda: [Fingerprint(f.rows + 1, f.checksum) for f in run()]
+
+    monkeypatch.setattr(job, "partition_fingerprints_query", off_by_one)
+    _, parts = _major(spark, catalog, "cdc.w")
+    assert parts and {p.status for p in parts} == {job.ROLLED_BACK}
+    assert all(p.error_class == "CommitValidationError" for p in parts)
+    table = catalog.load().load_table(workload.identifier)
+    assert table.current_snapshot().snapshot_id == head
+    assert read_table(table).rows == workload.expected_rows

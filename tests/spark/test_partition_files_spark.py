@@ -190,3 +190,32 @@ def test_fingerprint_cache_reads_each_snapshot_once_and_recovers_from_a_failed_r
     assert cache.get(2, frozenset({"q"}), None) == Fingerprint(20, None)  # other partitions: another read
     cache.close()
     assert sorted(calls) == [1, 2, 2, 13, 13]
+
+
+def test_group_and_batched_fingerprints_equal_one_read_per_partition(spark, cdc) -> None:  # type: ignore[no-untyped-def]
+    """Validation's batched reads (all partitions of a group at one snapshot; several snapshots in one job) give
+    exactly the fingerprints of one read per (snapshot, predicate), at both levels; disjoint partitions add up."""
+    from compaction.spark.job import rows_predicate
+    from compaction.spark.validation import (
+        ValidationLevel,
+        combine_fingerprints,
+        fingerprint,
+        partition_fingerprints,
+        snapshot_fingerprints,
+    )
+
+    catalog, table, keys = cdc["catalog"], cdc["table"], cdc["keys"]
+    ref = cdc["workload"].table
+    table.refresh()
+    snapshots = [cdc["base_snapshot"], int(table.currentSnapshot().snapshotId())]
+    first = int(table.snapshot(snapshots[0]).parentId())  # a snapshot with different rows
+    predicates = [rows_predicate(spark, table, catalog.name, {k}) for k in keys]
+    everything = rows_predicate(spark, table, catalog.name, set(keys))  # overlaps every other predicate
+    for level in (ValidationLevel.COUNT, ValidationLevel.CHECKSUM):
+        one_by_one = [fingerprint(spark, ref, snapshots[0], p, level) for p in predicates + [everything]]
+        assert partition_fingerprints(spark, ref, snapshots[0], predicates + [everything], level) == one_by_one
+        assert combine_fingerprints(one_by_one[:-1]) == one_by_one[-1]  # type: ignore[arg-type]
+        requests = [(first, predicates[0]), (snapshots[1], predicates[0]), (first, everything)]
+        assert snapshot_fingerprints(spark, ref, requests, level) == [
+            fingerprint(spark, ref, s, p, level) for s, p in requests]
+        assert len({f.rows for f in one_by_one if f is not None}) > 1
