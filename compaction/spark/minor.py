@@ -5,9 +5,8 @@ rewritten.
 Iceberg rules this module relies on (spec, "Scan Planning"; DESIGN.md §2):
 
 * an equality delete with data sequence number S applies to data files with data sequence < S of its own spec and
-  partition, or of every partition when its spec is unpartitioned (a "global" delete). Which equality deletes
-  apply to which data file is taken from Iceberg's own scan planning (``FileScanTask.deletes()``), so the sequence
-  and partition rules are Iceberg's, not ours;
+  partition, or of every partition when its spec is unpartitioned (a "global" delete); ``decide_work`` applies
+  these rules to the partition's metadata;
 * a position delete / DV names its data file, so once written for a data file it keeps applying to exactly that
   file: the new files are committed in a ``RowDelta``, whose sequence number is above every targeted data file's
   (a position delete applies to data files with sequence <= its own);
@@ -23,10 +22,11 @@ Why a ``RowDelta`` (operation ``delete``) rather than a ``RewriteFiles``: only `
 targeted data files still exist within Iceberg's commit retry loop, and a concurrent MAJOR only notices new
 position deletes for the files it replaces when they come in a ``delete``/``overwrite`` snapshot.
 
-How rows are found: Spark reads the partition through Iceberg's reader with the ``_file``, ``_pos`` and
-``_deleted`` metadata columns (``_deleted`` makes Iceberg return deleted rows flagged instead of dropping them, with
-the table's own column mapping by field id), and joins them null-safely with the equality-delete rows on each
-file's equality columns, restricted to the (data file, delete file) pairs the spec's rules say apply.
+How rows are found: Spark reads the equality columns of the targeted data files as plain Parquet, by field id,
+with ``_metadata.row_index`` as the position (or, where plain Parquet could disagree with Iceberg's reader, through
+Iceberg's reader with ``_file``/``_pos``/``_deleted``: see ``raw_read_blocker``), and joins them null-safely with
+the equality-delete rows on each file's equality columns, restricted to the (data file, delete file) pairs the
+spec's rules say apply.
 """
 
 from __future__ import annotations
@@ -92,6 +92,7 @@ class _Work:
     positional: dict[tuple[str, int], Any]  # position deletes / DVs to absorb -> DeleteFile
     data_files: dict[str, Any]  # data files that get a new position delete / DV (path -> DataFile)
     dangling: dict[tuple[str, int], Any]  # position deletes naming no live data file
+    described: dict[str, dict[str, Any]] = field(default_factory=dict)  # data path -> ContentFileParser JSON
 
 
 def _is_file_scoped(d: Any) -> bool:
@@ -259,15 +260,54 @@ def _check_formats(files: Iterable[Any], what: str) -> None:
             raise UnsupportedTableError(f"{what} {f.location()} is {fmt}: MINOR reads Parquet delete files only")
 
 
+def raw_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[int]) -> str | None:
+    """Why the data files' equality columns cannot be read as plain Parquet by field id (then Iceberg's reader is
+    used), or None. Plain Parquet gives the values Iceberg would only when every targeted data file is Parquet,
+    the table has no name mapping (files without field ids), no equality column is an identity-partition source
+    (Iceberg's reader takes those from the partition tuple, imported files may lack the column), none ever had
+    another type (promotion) and none has an ``initial-default`` (v3: Iceberg fills it for older files)."""
+    import json
+
+    describe_files(spark, table, {p: work.data_files[p] for p in work.eq_targets}, work.described)
+    formats = {str(work.described[p].get("file-format", "")).upper() for p in work.eq_targets}
+    if formats - {"PARQUET"}:
+        return f"data files in {sorted(formats - {'PARQUET'})} format"
+    metadata = json.loads(str(J.jvm(spark).org.apache.iceberg.TableMetadataParser.toJson(table.operations().current())))
+    if "schema.name-mapping.default" in (metadata.get("properties") or {}):
+        return "the table has a name mapping"
+    ids = {int(i) for i in field_ids}
+    for spec in metadata.get("partition-specs", []):
+        for f in spec.get("fields", []):
+            if f.get("transform") == "identity" and int(f.get("source-id", -1)) in ids:
+                return f"equality column {f.get('source-id')} is an identity partition source"
+    seen: dict[int, str] = {}
+    for schema in metadata.get("schemas", []):
+        for f in schema.get("fields", []):
+            fid = int(f.get("id", -1))
+            if fid not in ids:
+                continue
+            if f.get("initial-default") is not None:
+                return f"equality column {fid} has an initial default"
+            kind = json.dumps(f.get("type"), sort_keys=True)
+            if seen.setdefault(fid, kind) != kind:
+                return f"equality column {fid} changed type"
+    return None
+
+
 def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: int, row_filter: Any,
-                      work: _Work) -> Any:
-    """DataFrame (file_path, pos, deleted) of the rows the converted equality deletes delete."""
+                      work: _Work, *, raw: bool = True) -> _TaggedPositions | None:
+    """Positions (data file tag, pos) of the rows the converted equality deletes delete, or None.
+
+    The data files' equality columns are read as plain Parquet by field id with Spark's ``_metadata.row_index``
+    as the position. No delete is applied, so already-deleted rows may match too: they end up in the same
+    position set as the deletes that removed them. See :func:`raw_read_blocker` for when Iceberg's reader (``_file``,
+    ``_pos``) is used instead (``raw=False`` forces it)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    from pyspark.sql.types import LongType, StructField, StructType
 
     if not work.eq_targets:
         return None
-    # Equality-delete files are read as plain Parquet, matched to the table's columns by field id (names may have
+    # Delete and data files read as plain Parquet are matched to the table's columns by field id (names may have
     # changed since they were written). Only reads whose schema carries field ids are affected.
     spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
     refs = sorted(work.equality)
@@ -281,71 +321,152 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
             by_ids[ids] = _equality_columns(table, work.equality[ref])
         columns_of[ref] = by_ids[ids]
     all_columns = sorted({c for cols in columns_of.values() for c in cols})
-    pairs = [(path, index[r]) for path, rs in sorted(work.eq_targets.items()) for r in sorted(rs)]
-    applicability = spark.createDataFrame(pairs, StructType([StructField("__file", StringType(), False),
-                                                             StructField("__e", LongType(), False)]))
-    rows = (
-        spark.read.format("iceberg").option("snapshot-id", str(base_snapshot_id)).load(table_ref)
-        .where(row_filter)
-        # _deleted: Iceberg returns rows its deletes remove, flagged, instead of dropping them; the flag itself is
-        # not needed (already-deleted rows end up in the same position set).
-        .select(F.col("_file"), F.col("_pos"), F.col("_deleted"), *[F.col(_quote(c)).alias(f"c{fid}")
-                                                                    for fid, c in all_columns])
-        .join(F.broadcast(applicability), F.col("_file") == F.col("__file"))
-    )
-    spark_types = {name: rows.schema[name].dataType for name in rows.columns}
+    data_paths = sorted(work.eq_targets)
+    data_tag = {path: i for i, path in enumerate(data_paths)}
+    pairs = [(data_tag[path], index[r]) for path in data_paths for r in sorted(work.eq_targets[path])]
+
+    def applicability() -> Any:
+        return spark.createDataFrame(pairs, StructType([StructField("__t", LongType(), False),
+                                                        StructField("__e", LongType(), False)]))
+
+    iceberg = spark.read.format("iceberg").option("snapshot-id", str(base_snapshot_id)).load(table_ref)
+    spark_types = {f"c{fid}": iceberg.schema[c].dataType for fid, c in all_columns}
+    blocker = raw_read_blocker(spark, table, work, [fid for fid, _ in all_columns]) if raw else "asked for"
+    if blocker is None:
+        schema = StructType([StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid})
+                             for fid, _ in all_columns])
+        fan_out: dict[int, list[int]] = {}
+        for tag, e in pairs:
+            fan_out.setdefault(tag, []).append(e)
+        rows = read_tagged_parquet(spark, schema, [(p, data_tag[p]) for p in data_paths], row_index=True,
+                                   tag_column="__t", position_column="__pos", fan_out=fan_out, fan_out_column="__e")
+    else:
+        tags = spark.createDataFrame(sorted(data_tag.items()), "__file string, __t long")
+        rows = (
+            iceberg.where(row_filter)
+            # _deleted: Iceberg returns rows its deletes remove, flagged, instead of dropping them; the flag itself
+            # is not needed (already-deleted rows end up in the same position set), but it must stay in the output:
+            # were it pruned, Iceberg would drop deleted rows instead of flagging them.
+            .select(F.col("_file"), F.col("_pos").alias("__pos"), F.col("_deleted").alias("__deleted"),
+                    *[F.col(_quote(c)).alias(f"c{fid}") for fid, c in all_columns])
+            .join(F.broadcast(tags), F.col("_file") == F.col("__file"))
+            .join(F.broadcast(applicability()), "__t")
+        )
     matched = None
     by_columns: dict[tuple[tuple[int, str], ...], list[tuple[str, int]]] = {}
     for ref in refs:
         by_columns.setdefault(columns_of[ref], []).append(ref)
+    keep = [F.col("r.__t").alias("__t"), F.col("r.__pos").alias("pos")]
+    if blocker is not None:
+        keep.append(F.col("r.__deleted"))
     for cols, group in by_columns.items():
         schema = StructType([
             StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid}) for fid, _ in cols
         ])
         deletes = read_tagged_parquet(spark, schema, [(ref[0], index[ref]) for ref in group]).alias("d")
-        condition = F.col("__e") == F.col("d.__d")
+        condition = F.col("r.__e") == F.col("d.__d")
         for fid, _ in cols:
             condition = condition & F.col(f"r.c{fid}").eqNullSafe(F.col(f"d.c{fid}"))
-        # ``_deleted`` stays in the output: were it pruned, Iceberg would drop deleted rows instead of flagging them.
-        hit = rows.alias("r").join(F.broadcast(deletes), condition).select(
-            F.col("r._file").alias("file_path"), F.col("r._pos").alias("pos"), F.col("r._deleted").alias("deleted"))
+        hit = rows.alias("r").join(F.broadcast(deletes), condition).select(*keep)
         matched = hit if matched is None else matched.unionByName(hit)
-    return matched
+    return _TaggedPositions(matched, data_paths)
 
 
-def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]]) -> Any:
-    """One read of several Parquet files with a ``__d`` column telling which file (its tag) each row came from.
+@dataclass
+class _TaggedPositions:
+    """Positions whose data file is a tag (an index into ``paths``): ints travel to the driver, not path strings."""
 
-    Spark names a row's file (``_metadata.file_path``) in its own form: the listed ``FileStatus`` path as a URI
-    (``FileSystem.listStatus`` of the leaf file; a literal ``%`` or a space in a name is escaped), except that an
-    empty authority is written ``file:/x`` rather than ``file:///x``; both sides are compared in that form. A row whose file is not in the mapping fails the job (``raise_error``)
-    rather than being dropped, since a dropped delete row would silently resurrect rows."""
-    from pyspark.sql import functions as F
+    frame: Any
+    paths: list[str]
 
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def spark_paths(spark: Any, locations: Iterable[str]) -> dict[str, str]:
+    """Iceberg location -> the form Spark gives it in ``_metadata.file_path``: the listed ``FileStatus`` path as a
+    URI (``FileSystem.listStatus`` of the leaf file; a literal ``%`` or a space in a name is escaped), an empty
+    authority written ``file:/x`` rather than ``file:///x``. A directory's form is learnt from one listed file;
+    its other files whose names need no escaping reuse it (listing each file costs several py4j round trips)."""
     j = J.jvm(spark)
     conf = spark._jsc.hadoopConfiguration()
-    tags: dict[str, int] = {}
-    for location, tag in files:
+    directories: dict[str, str] = {}
+    out: dict[str, str] = {}
+    for location in locations:
+        directory, _, name = location.rpartition("/")
+        plain = bool(_PLAIN_NAME.match(name))
+        if plain and directory in directories:
+            out[location] = directories[directory] + "/" + name
+            continue
         path = j.org.apache.hadoop.fs.Path(location)
-        listed = path.getFileSystem(conf).listStatus(path)  # as Spark's file index lists a leaf path
-        for status in listed:
-            tags[_EMPTY_AUTHORITY.sub(r"\1:/", str(status.getPath().toUri().toString()))] = tag
+        listed = [_EMPTY_AUTHORITY.sub(r"\1:/", str(status.getPath().toUri().toString()))
+                  for status in path.getFileSystem(conf).listStatus(path)]  # as Spark's file index lists a leaf
+        if len(listed) != 1:
+            raise UnsupportedTableError(f"{location} does not list as one file")
+        out[location] = listed[0]
+        if plain and listed[0].endswith("/" + name):
+            directories[directory] = listed[0][: -len(name) - 1]
+    return out
+
+
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+def _read_parquet(spark: Any, schema: Any, locations: list[str]) -> Any:
+    """``spark.read.parquet`` of explicit files. Above 32 paths Spark lists them in a distributed Spark job, which
+    costs more than the listing itself on a local file system: there, list on the driver."""
+    paths = [_glob_escape(loc) for loc in locations]
+    if not all(loc.startswith("file:") for loc in locations):
+        return spark.read.schema(schema).parquet(*paths)
+    previous = spark.conf.get(_LISTING_THRESHOLD, None)
+    spark.conf.set(_LISTING_THRESHOLD, str(max(32, len(paths) + 1)))
+    try:
+        return spark.read.schema(schema).parquet(*paths)  # lists now, while the setting holds
+    finally:
+        if previous is None:
+            spark.conf.unset(_LISTING_THRESHOLD)
+        else:
+            spark.conf.set(_LISTING_THRESHOLD, previous)
+
+
+def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]], *, row_index: bool = False,
+                        tag_column: str = "__d", position_column: str = "__pos",
+                        fan_out: dict[int, list[int]] | None = None, fan_out_column: str = "__e") -> Any:
+    """One read of several Parquet files with a ``tag_column`` telling which file (its tag) each row came from, and
+    with ``row_index`` the row's position in its file (Spark's ``_metadata.row_index``) as ``position_column``.
+    With ``fan_out`` (tag -> values), each row comes once per value of its file, in ``fan_out_column``: the same
+    broadcast join that tags the rows pairs them (a file with no value fails like an unmapped one).
+
+    Spark's and Iceberg's names of a file differ (see :func:`spark_paths`); both sides are compared in Spark's
+    form. A row whose file is not in the mapping fails the job (``raise_error``) rather than being dropped, since
+    a dropped delete row would silently resurrect rows."""
+    from pyspark.sql import functions as F
+
+    forms = spark_paths(spark, [location for location, _ in files])
+    tags = {forms[location]: tag for location, tag in files}
     if len(tags) != len(files):
-        raise UnsupportedTableError("two equality-delete files resolve to the same file")
-    mapping = spark.createDataFrame(sorted(tags.items()), "__path string, __tag long")
-    frame = spark.read.schema(schema).parquet(*[_glob_escape(loc) for loc, _ in files])
+        raise UnsupportedTableError("two files resolve to the same file")
+    if fan_out is None:
+        mapping = spark.createDataFrame(sorted(tags.items()), "__path string, __tag long")
+    else:
+        mapping = spark.createDataFrame(
+            [(form, tag, value) for form, tag in sorted(tags.items()) for value in fan_out.get(tag, ())],
+            f"__path string, __tag long, {fan_out_column} long")
+    frame = _read_parquet(spark, schema, [loc for loc, _ in files])
+    if row_index:
+        frame = frame.withColumn(position_column, F.col("_metadata.row_index"))
     spark_path = F.regexp_replace(F.col("_metadata.file_path"), _EMPTY_AUTHORITY.pattern, "$1:/")
     tagged = frame.withColumn("__path", spark_path).join(F.broadcast(mapping), "__path", "left")
     guard = F.when(F.col("__tag").isNull(), F.raise_error(F.concat(F.lit("icecompact: unmapped file "),
                                                                     F.col("__path"))))
-    return tagged.withColumn("__d", F.coalesce(F.col("__tag"), guard.cast("long"))).drop("__path", "__tag")
+    return tagged.withColumn(tag_column, F.coalesce(F.col("__tag"), guard.cast("long"))).drop("__path", "__tag")
 
 
 def absorbed_positions(spark: Any, work: _Work) -> Any:
     """DataFrame (file_path, pos) of the rows named by the absorbed Parquet position-delete files, restricted to the
     data files that get a new file (rows naming files that are gone are dropped: they can never apply again)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     parquet = [d for d in work.positional.values() if delete_kind(d) is DeleteContent.POSITION]
     if not parquet:
@@ -353,15 +474,23 @@ def absorbed_positions(spark: Any, work: _Work) -> Any:
     _check_formats(parquet, "position delete file")
     paths = sorted({str(d.location()) for d in parquet})
     live = spark.createDataFrame([(p,) for p in work.data_files], StructType([StructField("__file", StringType())]))
-    raw = spark.read.parquet(*[_glob_escape(p) for p in paths]).select("file_path", "pos")
+    schema = StructType([StructField("file_path", StringType()), StructField("pos", LongType())])
+    raw = _read_parquet(spark, schema, paths)  # the spec's fixed column names; no schema inference
     return raw.join(F.broadcast(live), F.col("file_path") == F.col("__file")).select("file_path", "pos")
 
 
 def collect_positions(frame: Any) -> dict[str, set[int]]:
+    """(data path -> positions) of a (file_path, pos) DataFrame or of :func:`matched_positions`' tagged result."""
     out: dict[str, set[int]] = {}
     if frame is None:
         return out
-    for row in frame.collect():  # every column, ``_deleted`` included (see matched_positions); sets dedupe
+    if isinstance(frame, _TaggedPositions):
+        if frame.frame is None:
+            return out
+        for row in frame.frame.collect():  # every column, a ``__deleted`` included (see matched_positions)
+            out.setdefault(frame.paths[int(row["__t"])], set()).add(int(row["pos"]))
+        return out
+    for row in frame.collect():  # sets dedupe
         out.setdefault(str(row["file_path"]), set()).add(int(row["pos"]))
     return out
 
@@ -387,39 +516,141 @@ def _arrow_position_deletes(path: str, positions: list[int]) -> Any:
                                 schema=schema)
 
 
-def write_position_delete_file(spark: Any, table: Any, data_file: Any, positions: list[int]) -> Any:
-    """A v2 file-scoped position-delete file for one data file: rows sorted by (file_path, pos) as the spec requires,
-    metrics computed by Iceberg (``MetricsConfig.forPositionDelete``), ``referenced_data_file`` set."""
+def _pos_delete_metrics(meta: Any, path: str, positions: list[int]) -> dict[str, Any]:
+    """Iceberg's metrics of a position-delete file as ``ContentFileParser`` JSON, as ``ParquetUtil.fileMetrics`` with
+    ``MetricsConfig.forPositionDelete`` computes them from the footer (both columns in ``full`` mode: counts,
+    sizes and untruncated bounds); the rows are known here, so the bounds come from them rather than the stats."""
+    ids = [FILE_PATH_FIELD_ID, POS_FIELD_ID]
+    sizes = [0, 0]
+    counts = [0, 0]
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(2):
+            sizes[c] += int(group.column(c).total_compressed_size)
+            counts[c] += int(group.column(c).num_values)
+    path_bound = path.encode("utf-8").hex().upper()
+
+    def long_bound(value: int) -> str:
+        return int(value).to_bytes(8, "little", signed=True).hex().upper()
+
+    return {
+        "column-sizes": {"keys": ids, "values": sizes},
+        "value-counts": {"keys": ids, "values": counts},
+        "null-value-counts": {"keys": ids, "values": [0, 0]},
+        "nan-value-counts": {"keys": [], "values": []},
+        "lower-bounds": {"keys": ids, "values": [path_bound, long_bound(positions[0])]},
+        "upper-bounds": {"keys": ids, "values": [path_bound, long_bound(positions[-1])]},
+    }
+
+
+def describe_files(spark: Any, table: Any, files: dict[str, Any], into: dict[str, dict[str, Any]]) -> None:
+    """``ContentFileParser`` JSON of data files (spec id, partition, format) into ``into``, one py4j call per file
+    not described yet (asking each attribute separately would cost several)."""
+    import json
+
+    parser = J.jvm(spark).org.apache.iceberg.ContentFileParser
+    specs = table.specs()
+    for path, f in files.items():
+        if path not in into:
+            into[path] = json.loads(str(parser.toJson(f, specs.get(int(f.specId())))))
+
+
+_LOCAL_FILE_IOS = ("org.apache.iceberg.hadoop.HadoopFileIO", "org.apache.iceberg.io.ResolvingFileIO")
+
+
+def local_directory(spark: Any, table: Any, directory: str) -> str | None:
+    """The local path of a warehouse directory when the table's FileIO writes it through Hadoop's local file
+    system, else None. Hadoop maps the location to the file (``RawLocalFileSystem.pathToFile``: Iceberg locations
+    are not URIs, so a ``%3A`` in a partition directory stays literal on disk); only the directory is asked, and
+    names that need no escaping are appended. Creating a file through Hadoop's local file system costs ~10 ms
+    (it forks ``chmod`` for the file and its ``.crc`` when no native library is loaded), which dominated MINOR's
+    write of many small delete files; readers do not need the ``.crc``."""
+    if not directory.startswith("file:") or str(table.io().getClass().getName()) not in _LOCAL_FILE_IOS:
+        return None
+    path = J.jvm(spark).org.apache.hadoop.fs.Path(directory)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if str(fs.getScheme()) != "file":
+        return None
+    # LocalFileSystem, or a subclass such as Hive's ProxyLocalFileSystem that Spark's Hive jars register for file:
+    filtering = J.jvm(spark).java.lang.Class.forName("org.apache.hadoop.fs.FilterFileSystem").isInstance(fs)
+    raw = fs.getRawFileSystem() if filtering else fs
+    if str(raw.getClass().getName()) != "org.apache.hadoop.fs.RawLocalFileSystem":
+        return None
+    return str(raw.pathToFile(path).getAbsolutePath())
+
+
+def _write_local(path: str, payload: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "xb") as out:  # never overwrite, like FileIO's create()
+        out.write(payload)
+
+
+def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: dict[str, list[int]]) -> list[Any]:
+    """v2: one file-scoped position-delete file per data file of ``work`` that has positions: rows sorted by
+    (file_path, pos) as the spec requires, ``referenced_data_file`` set, Iceberg's metrics.
+
+    Written by pyarrow and handed to Iceberg as ``ContentFileParser`` JSON parsed in bulk: building each
+    ``DeleteFile`` through the Java builder and ``ParquetUtil`` costs dozens of py4j round trips per file, which
+    dominated MINOR on tables with many small data files (bench/minor.py)."""
+    import json
+
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     from compaction.spark.equality_deletes import write_bytes
 
     j = J.jvm(spark)
-    spec = table.specs().get(int(data_file.specId()))
-    name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
-    if spec.isPartitioned():
-        location = str(table.locationProvider().newDataLocation(spec, data_file.partition(), name))
-    else:
-        location = str(table.locationProvider().newDataLocation(name))
-    buf = io.BytesIO()
-    pq.write_table(_arrow_position_deletes(str(data_file.location()), positions), buf)
-    payload = buf.getvalue()
-    write_bytes(table, location, payload)
-    metrics = j.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
-        table.io().newInputFile(location), j.org.apache.iceberg.MetricsConfig.forPositionDelete(table))
-    builder = (
-        j.org.apache.iceberg.FileMetadata.deleteFileBuilder(spec)
-        .ofPositionDeletes()
-        .withPath(location)
-        .withFormat("parquet")
-        .withFileSizeInBytes(len(payload))
-        .withRecordCount(len(positions))
-        .withMetrics(metrics)
-        .withReferencedDataFile(str(data_file.location()))
-    )
-    if spec.isPartitioned():
-        builder = builder.withPartition(data_file.partition())
-    return builder.build()
+    targets = {path: f for path, f in work.data_files.items() if positions.get(path)}
+    if not targets:
+        return []
+    describe_files(spark, table, targets, work.described)
+    provider = table.locationProvider()
+    # The default provider puts every file of a partition in one directory: ask once per partition.
+    per_partition = str(provider.getClass().getName()).endswith("DefaultLocationProvider")
+    directories: dict[tuple[int, str], str] = {}
+    local_dirs: dict[str, str | None] = {}
+    entries = []
+    for path, data_file in targets.items():
+        info = work.described[path]
+        spec_id = int(info["spec-id"])
+        name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
+        partition_key = (spec_id, json.dumps(info.get("partition", {}), sort_keys=True))
+        if per_partition and partition_key in directories:
+            location = directories[partition_key] + name
+        else:
+            spec = table.specs().get(spec_id)
+            if spec.isPartitioned():
+                location = str(provider.newDataLocation(spec, data_file.partition(), name))
+            else:
+                location = str(provider.newDataLocation(name))
+            directories[partition_key] = location[: len(location) - len(name)]
+        rows = positions[path]
+        buf = io.BytesIO()
+        pq.write_table(_arrow_position_deletes(path, rows), buf)
+        payload = buf.getvalue()
+        directory = location[: len(location) - len(name)]
+        if directory not in local_dirs:
+            local_dirs[directory] = local_directory(spark, table, directory)
+        if local_dirs[directory] is not None:
+            _write_local(os.path.join(str(local_dirs[directory]), name), payload)
+        else:
+            write_bytes(table, location, payload)
+        meta = pq.ParquetFile(io.BytesIO(payload)).metadata
+        entry = {
+            "spec-id": spec_id,
+            "content": "POSITION_DELETES",
+            "file-path": location,
+            "file-format": "PARQUET",
+            "partition": info.get("partition", {}),
+            "file-size-in-bytes": len(payload),
+            "record-count": len(rows),
+            **_pos_delete_metrics(meta, path, rows),
+            "referenced-data-file": path,
+        }
+        entries.append(entry)
+    nodes = j.org.apache.iceberg.util.JsonUtil.mapper().readTree(json.dumps(entries))
+    parser = j.org.apache.iceberg.ContentFileParser
+    specs = table.specs()
+    return [parser.fromJson(nodes.get(i), specs) for i in range(len(entries))]
 
 
 class _InputFiles:
@@ -553,6 +784,7 @@ def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[Part
     positions = union_positions(matched, absorbed)
     out = {}
     for key, work in works.items():
+        work.described.update({p: merged.described[p] for p in work.data_files if p in merged.described})
         mine = {p: positions[p] for p in work.data_files if p in positions}
         converted = sum(len(matched.get(p, ())) for p in work.eq_targets)
         out[key] = PreparedMinor(base_id, scans[key], work, mine, converted)
@@ -618,10 +850,7 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
     if fmt >= 3:
         new_files = write_deletion_vectors(spark, table, work, positions)
     else:
-        new_files = [
-            write_position_delete_file(spark, table, work.data_files[path], positions[path])
-            for path in work.data_files if positions.get(path)
-        ]
+        new_files = write_position_delete_files(spark, table, work, positions)
     removed = {**work.equality, **work.positional, **work.dangling}
     check_no_conflicting_changes(spark, table, expression, int(base_id), None, work)
 
