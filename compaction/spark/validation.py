@@ -134,14 +134,18 @@ def partition_fingerprints_query(spark: SparkSession, table_ref: str, snapshot_i
         chunk = list(predicates[start:start + PARTITIONS_PER_JOB])
         df = (spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref)
               .where(reduce(lambda a, b: a | b, chunk)))
-        row_hash = _row_hash(df) if level is ValidationLevel.CHECKSUM else None
+        checksum = level is ValidationLevel.CHECKSUM
+        # Each row's hash and predicate values once (a projection: Spark does not inline an expensive expression
+        # used several times), then one conditional aggregate per predicate.
+        flags = [F.coalesce(predicate, F.lit(False)).alias(f"p{i}") for i, predicate in enumerate(chunk)]
+        rows = df.select(*flags, *([_row_hash(df).alias("h")] if checksum else []))
         columns = []
-        for i, predicate in enumerate(chunk):
-            # when(): a predicate that is false or null counts no row, exactly like where(predicate).
-            columns.append(F.count(F.when(predicate, F.lit(1))).alias(f"n{i}"))
-            if row_hash is not None:
-                columns.append(F.sum(F.when(predicate, row_hash)).alias(f"h{i}"))
-        queries.append((df.agg(*columns), len(chunk), row_hash is not None))
+        for i in range(len(chunk)):
+            # A predicate that is false or null counts no row, exactly like where(predicate).
+            columns.append(F.count(F.when(F.col(f"p{i}"), F.lit(1))).alias(f"n{i}"))
+            if checksum:
+                columns.append(F.sum(F.when(F.col(f"p{i}"), F.col("h"))).alias(f"h{i}"))
+        queries.append((rows.agg(*columns), len(chunk), checksum))
 
     def run() -> list[Fingerprint | None]:
         out: list[Fingerprint | None] = []
