@@ -4,6 +4,7 @@ randomized CDC tables, judged by the independent oracle and by Spark's read."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 
 import pytest
 
@@ -111,18 +112,20 @@ def test_run_minor_through_spark_submit(spark, sqlite_catalog: CatalogConfig, tm
     assert all(d.delete_kind == "deletion_vector" for d in after.delete_files)
 
 
-@pytest.mark.parametrize("format_version", [2, 3])
-def test_minor_on_partition_values_that_need_escaping(spark, sqlite_catalog: CatalogConfig,
-                                                      format_version: int) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("format_version,granularity", [(2, "file"), (2, "partition"), (3, "file")])
+def test_minor_on_partition_values_that_need_escaping(spark, sqlite_catalog: CatalogConfig, format_version: int,
+                                                      granularity: str) -> None:  # type: ignore[no-untyped-def]
     """Partition directories with '+', '%', ':', ' ' and '*' (Iceberg URL-encodes values, Spark escapes paths and
-    globs): equality-delete files there are read and attributed to the right delete file."""
+    globs): equality-delete files there are read and attributed to the right delete file. v2 writes one position
+    delete file per data file, or per partition under ``write.delete.granularity=partition``."""
     from compaction.spark import jvm as J
     from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
 
     ref = f"{sqlite_catalog.name}.odd.t"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.odd")
     spark.sql(f"CREATE TABLE {ref} (id bigint, region string, note string) USING iceberg PARTITIONED BY (region) "
-              f"TBLPROPERTIES ('format-version'='{format_version}', 'write.delete.mode'='merge-on-read')")
+              f"TBLPROPERTIES ('format-version'='{format_version}', 'write.delete.mode'='merge-on-read', "
+              f"'write.delete.granularity'='{granularity}')")
     regions = ["a b", "x+y", "p%3Aq", "c:d*e", "plain"]
     rows = [(i, regions[i % len(regions)], f"n{i}") for i in range(40)]
     spark.createDataFrame(rows, "id bigint, region string, note string").writeTo(ref).append()
@@ -151,10 +154,19 @@ def test_minor_on_partition_values_that_need_escaping(spark, sqlite_catalog: Cat
     assert oracle_spark_rows(spark, ref) == before.rows
     assert not [d for d in after.delete_files if d.delete_kind == "equality"]
     if format_version == 2:
-        _assert_position_delete_metrics_are_icebergs(spark, J.load_table(spark, ref))
+        _assert_position_delete_metrics_are_icebergs(spark, J.load_table(spark, ref), granularity)
+        # Each partition ends with exactly one position-delete file per data file, or one for the partition.
+        per_partition = Counter(d.partition[0] for d in after.delete_files if d.delete_kind == "position")
+        if granularity == "partition":
+            assert set(per_partition.values()) == {1}, per_partition
+        assert all(d.referenced_data_file is None for d in after.delete_files
+                   if "icecompact-posdel-" in d.path) == (granularity == "partition")
+        state = inspect_table(sqlite_catalog, "odd.t")
+        replan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
+        assert not [d for d in replan.decisions if d.kind is CompactionKind.MINOR], "MINOR's output is not settled"
 
 
-def _assert_position_delete_metrics_are_icebergs(spark, table) -> None:  # type: ignore[no-untyped-def]
+def _assert_position_delete_metrics_are_icebergs(spark, table, granularity: str) -> None:  # type: ignore[no-untyped-def]
     """The metrics MINOR committed for its position-delete files are what Iceberg's own footer reader computes
     (``ParquetUtil.fileMetrics`` with ``MetricsConfig.forPositionDelete``), and the sizes/counts are right."""
     from compaction.spark import jvm as J
@@ -173,7 +185,10 @@ def _assert_position_delete_metrics_are_icebergs(spark, table) -> None:  # type:
                 assert getattr(expected, name)().equals(getattr(d, name)()), (name, str(d.location()))
             assert int(expected.recordCount()) == int(d.recordCount())
             assert int(table.io().newInputFile(d.location()).getLength()) == int(d.fileSizeInBytes())
-            assert str(d.referencedDataFile()) == str(task.file().location())
+            if granularity == "file":
+                assert str(d.referencedDataFile()) == str(task.file().location())
+            else:
+                assert d.referencedDataFile() is None
             checked += 1
     assert checked > 0
 

@@ -10,10 +10,10 @@ with data sequence number ``S`` may apply to every data file of the partition wi
 position delete / DV with sequence ``S`` applies to data files with sequence ``<= S`` and, when it names its data
 file (``referenced_data_file``), only to that file.
 
-* A delete file is *settled* when it is a DV or a file-scoped position delete that is the only position delete /
-  DV applying to its live data file: that is the form a MINOR produces, so settled files never trigger MINOR.
-  Every other delete file is *mergeable* (equality deletes, partition-scoped position deletes, several position
-  deletes for one data file, dangling deletes).
+* A delete file is *settled* when it is a DV or a position delete that is the only position delete / DV applying
+  to each live data file it applies to (file-scoped, or partition-scoped alone in its partition): that is the form
+  a MINOR produces, so settled files never trigger MINOR. Every other delete file is *mergeable* (equality
+  deletes, position deletes sharing a data file with another, dangling deletes).
 * ``delete ratio`` = deleted records (all delete files) / data records (``0`` for a partition without data rows).
 * A *small* file is a data file strictly smaller than ``policy.small_file_threshold_bytes``.
 
@@ -283,8 +283,14 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
                 dangling += 1
             elif applying[f.path] == 1:
                 settled += 1
-        elif not any(_applies_positional(d, f) for f in data):
-            dangling += 1
+        else:
+            targets = [f for f in data if _applies_positional(d, f)]
+            if not targets:
+                dangling += 1
+            elif all(applying[f.path] == 1 for f in targets):
+                # The only position delete of every data file it applies to: the form a MINOR writes for a
+                # table with ``write.delete.granularity=partition`` (v2).
+                settled += 1
     if not state.key.is_unpartitioned:  # unpartitioned equality deletes may apply to other specs' partitions
         for d in equality:
             if not any(f.data_sequence_number < d.data_sequence_number for f in data):

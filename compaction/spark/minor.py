@@ -95,8 +95,15 @@ class _Work:
     described: dict[str, dict[str, Any]] = field(default_factory=dict)  # data path -> ContentFileParser JSON
 
 
-def _is_file_scoped(d: Any) -> bool:
-    return d.referencedDataFile() is not None
+DELETE_GRANULARITY = "write.delete.granularity"  # Iceberg's table property (TableProperties.DELETE_GRANULARITY)
+
+
+def partition_scoped_output(table: Any) -> bool:
+    """Whether new v2 position deletes are written one file per partition (``write.delete.granularity=partition``)
+    rather than one per data file (Iceberg's default, ``file``). v3 always writes one DV per data file."""
+    if int(table.operations().current().formatVersion()) >= 3:
+        return False
+    return str(table.properties().getOrDefault(DELETE_GRANULARITY, "file")).strip().lower() == "partition"
 
 
 def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles, *, whole_table: bool) -> _Work:
@@ -171,12 +178,16 @@ def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles
         if ref in dangling:
             continue
         targets = [p for p, refs in positional_applying.items() if ref in refs]
-        settled = (
-            _is_file_scoped(d) and len(targets) == 1 and len(positional_applying[targets[0]]) == 1
-            and targets[0] not in eq_targets
-        )
+        # Settled (as the planner says): the only position delete of every data file it applies to, none of which
+        # receives converted rows. File-scoped, or partition-scoped alone in its partition.
+        settled = bool(targets) and all(len(positional_applying[t]) == 1 and t not in eq_targets for t in targets)
         if not settled:
             absorbed[ref] = d
+    if partition_scoped_output(table) and not key.is_unpartitioned and (equality or absorbed or dangling):
+        # One position-delete file for the whole partition: every position delete of the partition goes into it.
+        for ref, d in positional_in_key.items():
+            if ref not in dangling:
+                absorbed.setdefault(ref, d)
     rewritten_paths = set(eq_targets)
     for path, refs in positional_applying.items():
         if refs & set(absorbed):
@@ -516,10 +527,10 @@ def _arrow_position_deletes(path: str, positions: list[int]) -> Any:
                                 schema=schema)
 
 
-def _pos_delete_metrics(meta: Any, path: str, positions: list[int]) -> dict[str, Any]:
+def _pos_delete_metrics(meta: Any, first_path: str, last_path: str, min_pos: int, max_pos: int) -> dict[str, Any]:
     """Iceberg's metrics of a position-delete file as ``ContentFileParser`` JSON, as ``ParquetUtil.fileMetrics`` with
     ``MetricsConfig.forPositionDelete`` computes them from the footer (both columns in ``full`` mode: counts,
-    sizes and untruncated bounds); the rows are known here, so the bounds come from them rather than the stats."""
+    sizes and untruncated bounds); the rows are known here (sorted), so the bounds come from them."""
     ids = [FILE_PATH_FIELD_ID, POS_FIELD_ID]
     sizes = [0, 0]
     counts = [0, 0]
@@ -528,7 +539,9 @@ def _pos_delete_metrics(meta: Any, path: str, positions: list[int]) -> dict[str,
         for c in range(2):
             sizes[c] += int(group.column(c).total_compressed_size)
             counts[c] += int(group.column(c).num_values)
-    path_bound = path.encode("utf-8").hex().upper()
+
+    def string_bound(value: str) -> str:
+        return value.encode("utf-8").hex().upper()
 
     def long_bound(value: int) -> str:
         return int(value).to_bytes(8, "little", signed=True).hex().upper()
@@ -538,8 +551,8 @@ def _pos_delete_metrics(meta: Any, path: str, positions: list[int]) -> dict[str,
         "value-counts": {"keys": ids, "values": counts},
         "null-value-counts": {"keys": ids, "values": [0, 0]},
         "nan-value-counts": {"keys": [], "values": []},
-        "lower-bounds": {"keys": ids, "values": [path_bound, long_bound(positions[0])]},
-        "upper-bounds": {"keys": ids, "values": [path_bound, long_bound(positions[-1])]},
+        "lower-bounds": {"keys": ids, "values": [string_bound(first_path), long_bound(min_pos)]},
+        "upper-bounds": {"keys": ids, "values": [string_bound(last_path), long_bound(max_pos)]},
     }
 
 
@@ -586,14 +599,16 @@ def _write_local(path: str, payload: bytes) -> None:
 
 
 def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: dict[str, list[int]]) -> list[Any]:
-    """v2: one file-scoped position-delete file per data file of ``work`` that has positions: rows sorted by
-    (file_path, pos) as the spec requires, ``referenced_data_file`` set, Iceberg's metrics.
+    """v2: new position-delete files for the data files of ``work`` that have positions, rows sorted by
+    (file_path, pos) as the spec requires, with Iceberg's metrics: one file per data file (``referenced_data_file``
+    set; Iceberg's default granularity) or, with ``write.delete.granularity=partition``, one per partition.
 
     Written by pyarrow and handed to Iceberg as ``ContentFileParser`` JSON parsed in bulk: building each
     ``DeleteFile`` through the Java builder and ``ParquetUtil`` costs dozens of py4j round trips per file, which
     dominated MINOR on tables with many small data files (bench/minor.py)."""
     import json
 
+    import pyarrow as pa
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     from compaction.spark.equality_deletes import write_bytes
@@ -603,29 +618,36 @@ def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: 
     if not targets:
         return []
     describe_files(spark, table, targets, work.described)
+    per_partition_files = partition_scoped_output(table)
     provider = table.locationProvider()
     # The default provider puts every file of a partition in one directory: ask once per partition.
-    per_partition = str(provider.getClass().getName()).endswith("DefaultLocationProvider")
+    same_directory = str(provider.getClass().getName()).endswith("DefaultLocationProvider")
+    groups: dict[tuple[int, str], list[str]] = {}
+    for path in sorted(targets):
+        info = work.described[path]
+        partition_key = (int(info["spec-id"]), json.dumps(info.get("partition", {}), sort_keys=True))
+        groups.setdefault(partition_key if per_partition_files else (partition_key[0], path), []).append(path)
     directories: dict[tuple[int, str], str] = {}
     local_dirs: dict[str, str | None] = {}
     entries = []
-    for path, data_file in targets.items():
-        info = work.described[path]
+    for paths in groups.values():
+        info = work.described[paths[0]]
         spec_id = int(info["spec-id"])
-        name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
         partition_key = (spec_id, json.dumps(info.get("partition", {}), sort_keys=True))
-        if per_partition and partition_key in directories:
+        name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
+        if same_directory and partition_key in directories:
             location = directories[partition_key] + name
         else:
             spec = table.specs().get(spec_id)
             if spec.isPartitioned():
-                location = str(provider.newDataLocation(spec, data_file.partition(), name))
+                location = str(provider.newDataLocation(spec, targets[paths[0]].partition(), name))
             else:
                 location = str(provider.newDataLocation(name))
             directories[partition_key] = location[: len(location) - len(name)]
-        rows = positions[path]
+        parts = [_arrow_position_deletes(path, positions[path]) for path in paths]  # paths sorted, positions too
+        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         buf = io.BytesIO()
-        pq.write_table(_arrow_position_deletes(path, rows), buf)
+        pq.write_table(rows, buf)
         payload = buf.getvalue()
         directory = location[: len(location) - len(name)]
         if directory not in local_dirs:
@@ -642,10 +664,12 @@ def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: 
             "file-format": "PARQUET",
             "partition": info.get("partition", {}),
             "file-size-in-bytes": len(payload),
-            "record-count": len(rows),
-            **_pos_delete_metrics(meta, path, rows),
-            "referenced-data-file": path,
+            "record-count": rows.num_rows,
+            **_pos_delete_metrics(meta, paths[0], paths[-1], min(positions[p][0] for p in paths),
+                                  max(positions[p][-1] for p in paths)),
         }
+        if len(paths) == 1 and not per_partition_files:
+            entry["referenced-data-file"] = paths[0]
         entries.append(entry)
     nodes = j.org.apache.iceberg.util.JsonUtil.mapper().readTree(json.dumps(entries))
     parser = j.org.apache.iceberg.ContentFileParser

@@ -139,6 +139,12 @@ def test_settled_deletes_do_not_retrigger_minor() -> None:
     assert d.kind is NONE
     assert d.metrics["mergeable_delete_files"] == 0 and d.metrics["delete_files"] == 10
     assert ev(part(key(), files, settled), mode="minor").kind is NONE
+    # A partition-scoped position delete alone in its partition (MINOR's output under
+    # write.delete.granularity=partition) is settled; a second one makes both mergeable.
+    lone = ev(part(key(), files, [pos("p-all")]), mode="minor")
+    assert lone.kind is NONE and lone.metrics["mergeable_delete_files"] == 0
+    two = ev(part(key(), files, [pos("p-all"), pos("p-more")]), mode="minor")
+    assert two.kind is MINOR and two.metrics["mergeable_delete_files"] == 2
     # v3: one DV per data file is settled too
     dvs = [dv("puffin-1", ref=f"d{i}", offset=i * 100) for i in range(10)]
     assert ev(part(key(), files, dvs), fv=3).kind is NONE
