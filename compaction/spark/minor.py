@@ -680,14 +680,11 @@ def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: 
 class _InputFiles:
     """``Function<DeleteFile, InputFile>`` for Iceberg's delete loader (py4j callback)."""
 
-    def __init__(self, table: Any, local: dict[str, Any]) -> None:
-        self._table, self._local = table, local
+    def __init__(self, table: Any) -> None:
+        self._table = table
 
     def apply(self, delete_file: Any) -> Any:
-        location = str(delete_file.location())
-        if location in self._local:
-            return self._local[location]
-        return self._table.io().newInputFile(location)
+        return self._table.io().newInputFile(str(delete_file.location()))
 
     class Java:
         implements = ["java.util.function.Function"]
@@ -705,61 +702,63 @@ class _NoPreviousDeletes:
 
 def write_deletion_vectors(spark: Any, table: Any, work: _Work, positions: dict[str, list[int]]) -> list[Any]:
     """v3: one DV per data file (old DV + old position deletes + converted rows), all in one Puffin file, written by
-    Iceberg's ``BaseDVFileWriter``; old DVs are read by Iceberg's ``BaseDeleteLoader``."""
+    Iceberg's ``BaseDVFileWriter``. The new positions are staged in one local Parquet file that Iceberg turns into
+    one index per data file in a single call (``Deletes.toPositionIndexes``); old DVs are read by Iceberg's
+    ``BaseDeleteLoader``."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pyspark.java_gateway import ensure_callback_server_started
-
     j = J.jvm(spark)
-    ensure_callback_server_started(J.gateway(spark))
+    by_data: dict[str, list[Any]] = {}
+    for d in work.positional.values():
+        target = d.referencedDataFile()
+        if delete_kind(d) is DeleteContent.DELETION_VECTOR and target is not None:
+            by_data.setdefault(str(target), []).append(d)
+    loader = None
+    if by_data:
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        ensure_callback_server_started(J.gateway(spark))
+        loader = j.org.apache.iceberg.data.BaseDeleteLoader(_InputFiles(table))
+    collections = j.java.util.Collections
     tmp = tempfile.mkdtemp(prefix="icecompact-minor-")
     try:
-        local: dict[str, Any] = {}
-        staged = None
-        rows = [(p, pos) for p, ps in positions.items() for pos in ps]
+        staged_indexes = None
+        rows = sorted((p, pos) for p, ps in positions.items() for pos in ps)
         if rows:
-            import pyarrow as pa
-
-            rows.sort()
-            arrow = _arrow_position_deletes("", []).schema
-            tbl = pa.Table.from_arrays([pa.array([r[0] for r in rows], pa.string()),
-                                        pa.array([r[1] for r in rows], pa.int64())], schema=arrow)
             staged_path = os.path.join(tmp, "positions.parquet")
-            pq.write_table(tbl, staged_path)
-            staged_location = "file://" + staged_path
-            local[staged_location] = j.org.apache.iceberg.Files.localInput(staged_path)
+            pq.write_table(pa.Table.from_arrays([pa.array([r[0] for r in rows], pa.string()),
+                                                 pa.array([r[1] for r in rows], pa.int64())],
+                                                schema=_arrow_position_deletes("", []).schema), staged_path)
             staged = (
-                j.org.apache.iceberg.FileMetadata.deleteFileBuilder(j.org.apache.iceberg.PartitionSpec.unpartitioned())
-                .ofPositionDeletes().withPath(staged_location).withFormat("parquet")
-                .withFileSizeInBytes(os.path.getsize(staged_path)).withRecordCount(len(rows)).build()
+                j.org.apache.iceberg.InternalData.read(j.org.apache.iceberg.FileFormat.PARQUET,
+                                                       j.org.apache.iceberg.Files.localInput(staged_path))
+                .project(j.org.apache.iceberg.io.DeleteSchemaUtil.pathPosSchema()).build()
             )
-        loader = j.org.apache.iceberg.data.BaseDeleteLoader(_InputFiles(table, local))
+            staged_indexes = j.org.apache.iceberg.deletes.Deletes.toPositionIndexes(staged)  # path -> index
         factory = (
             j.org.apache.iceberg.io.OutputFileFactory.builderFor(table, 0, 0)
             .format(j.org.apache.iceberg.FileFormat.PUFFIN).operationId(f"icecompact-{uuid.uuid4().hex[:12]}").build()
         )
         writer = j.org.apache.iceberg.deletes.BaseDVFileWriter(factory, _NoPreviousDeletes())
-        by_data: dict[str, list[Any]] = {}
-        for d in work.positional.values():
-            target = d.referencedDataFile()
-            if delete_kind(d) is DeleteContent.DELETION_VECTOR and target is not None:
-                by_data.setdefault(str(target), []).append(d)
+        specs: dict[int, Any] = {}
         for path, data_file in work.data_files.items():
-            # The loader reads a DV alone (Puffin) and Parquet position deletes together; each call returns a
-            # fresh index, so merging into the first one is safe.
-            sources = [[dv] for dv in by_data.get(path, [])]
-            if staged is not None and path in positions:
-                sources.append([staged])
-            indexes = [loader.loadPositionDeletes(_java_list(spark, files), path) for files in sources]
-            if not indexes:
+            # Each index is a fresh object (the staged map's entries are used once; the loader returns new ones),
+            # so merging into it is safe.
+            index = staged_indexes.get(path) if staged_indexes is not None and positions.get(path) else None
+            for dv in by_data.get(path, []):
+                assert loader is not None
+                old = loader.loadPositionDeletes(collections.singletonList(dv), path)
+                if index is None:
+                    index = old
+                else:
+                    index.merge(old)
+            if index is None or index.isEmpty():
                 continue
-            index = indexes[0]
-            for other in indexes[1:]:
-                index.merge(other)
-            if index.isEmpty():
-                continue
-            spec = table.specs().get(int(data_file.specId()))
-            writer.delete(path, index, spec, data_file.partition())
+            spec_id = int(data_file.specId())
+            if spec_id not in specs:
+                specs[spec_id] = table.specs().get(spec_id)
+            writer.delete(path, index, specs[spec_id], data_file.partition())
         writer.close()
         return list(writer.result().deleteFiles())
     finally:
@@ -767,8 +766,13 @@ def write_deletion_vectors(spark: Any, table: Any, work: _Work, positions: dict[
 
 
 def _java_list(spark: Any, items: Iterable[Any]) -> Any:
+    values = list(items)
+    if values and all(isinstance(v, str) and "\0" not in v for v in values):
+        # Strings in one round trip, split in the JVM (an ArrayList filled from Python costs one call per element).
+        splitter = J.jvm(spark).org.apache.iceberg.relocated.com.google.common.base.Splitter
+        return splitter.on("\0").splitToList("\0".join(values))
     out = J.jvm(spark).java.util.ArrayList()
-    for item in items:
+    for item in values:
         out.add(item)
     return out
 
