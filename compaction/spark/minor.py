@@ -568,36 +568,6 @@ def describe_files(spark: Any, table: Any, files: dict[str, Any], into: dict[str
             into[path] = json.loads(str(parser.toJson(f, specs.get(int(f.specId())))))
 
 
-_LOCAL_FILE_IOS = ("org.apache.iceberg.hadoop.HadoopFileIO", "org.apache.iceberg.io.ResolvingFileIO")
-
-
-def local_directory(spark: Any, table: Any, directory: str) -> str | None:
-    """The local path of a warehouse directory when the table's FileIO writes it through Hadoop's local file
-    system, else None. Hadoop maps the location to the file (``RawLocalFileSystem.pathToFile``: Iceberg locations
-    are not URIs, so a ``%3A`` in a partition directory stays literal on disk); only the directory is asked, and
-    names that need no escaping are appended. Creating a file through Hadoop's local file system costs ~10 ms
-    (it forks ``chmod`` for the file and its ``.crc`` when no native library is loaded), which dominated MINOR's
-    write of many small delete files; readers do not need the ``.crc``."""
-    if not directory.startswith("file:") or str(table.io().getClass().getName()) not in _LOCAL_FILE_IOS:
-        return None
-    path = J.jvm(spark).org.apache.hadoop.fs.Path(directory)
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
-    if str(fs.getScheme()) != "file":
-        return None
-    # LocalFileSystem, or a subclass such as Hive's ProxyLocalFileSystem that Spark's Hive jars register for file:
-    filtering = J.jvm(spark).java.lang.Class.forName("org.apache.hadoop.fs.FilterFileSystem").isInstance(fs)
-    raw = fs.getRawFileSystem() if filtering else fs
-    if str(raw.getClass().getName()) != "org.apache.hadoop.fs.RawLocalFileSystem":
-        return None
-    return str(raw.pathToFile(path).getAbsolutePath())
-
-
-def _write_local(path: str, payload: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "xb") as out:  # never overwrite, like FileIO's create()
-        out.write(payload)
-
-
 def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: dict[str, list[int]]) -> list[Any]:
     """v2: new position-delete files for the data files of ``work`` that have positions, rows sorted by
     (file_path, pos) as the spec requires, with Iceberg's metrics: one file per data file (``referenced_data_file``
@@ -611,7 +581,7 @@ def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: 
     import pyarrow as pa
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from compaction.spark.equality_deletes import write_bytes
+    from compaction.spark.equality_deletes import TableFileWriter
 
     j = J.jvm(spark)
     targets = {path: f for path, f in work.data_files.items() if positions.get(path)}
@@ -622,40 +592,31 @@ def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: 
     provider = table.locationProvider()
     # The default provider puts every file of a partition in one directory: ask once per partition.
     same_directory = str(provider.getClass().getName()).endswith("DefaultLocationProvider")
-    groups: dict[tuple[int, str], list[str]] = {}
+    groups: dict[tuple[int, str, str], list[str]] = {}  # (spec id, partition JSON, data path or "") -> paths
     for path in sorted(targets):
         info = work.described[path]
-        partition_key = (int(info["spec-id"]), json.dumps(info.get("partition", {}), sort_keys=True))
-        groups.setdefault(partition_key if per_partition_files else (partition_key[0], path), []).append(path)
+        partition = json.dumps(info.get("partition", {}), sort_keys=True)
+        groups.setdefault((int(info["spec-id"]), partition, "" if per_partition_files else path), []).append(path)
     directories: dict[tuple[int, str], str] = {}
-    local_dirs: dict[str, str | None] = {}
+    writer = TableFileWriter(spark, table)
     entries = []
-    for paths in groups.values():
+    for (spec_id, partition, _), paths in groups.items():
         info = work.described[paths[0]]
-        spec_id = int(info["spec-id"])
-        partition_key = (spec_id, json.dumps(info.get("partition", {}), sort_keys=True))
         name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
-        if same_directory and partition_key in directories:
-            location = directories[partition_key] + name
-        else:
+        if not same_directory or (spec_id, partition) not in directories:
             spec = table.specs().get(spec_id)
             if spec.isPartitioned():
                 location = str(provider.newDataLocation(spec, targets[paths[0]].partition(), name))
             else:
                 location = str(provider.newDataLocation(name))
-            directories[partition_key] = location[: len(location) - len(name)]
+            directories[(spec_id, partition)] = location[: len(location) - len(name)]
+        location = directories[(spec_id, partition)] + name
         parts = [_arrow_position_deletes(path, positions[path]) for path in paths]  # paths sorted, positions too
         rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         buf = io.BytesIO()
         pq.write_table(rows, buf)
         payload = buf.getvalue()
-        directory = location[: len(location) - len(name)]
-        if directory not in local_dirs:
-            local_dirs[directory] = local_directory(spark, table, directory)
-        if local_dirs[directory] is not None:
-            _write_local(os.path.join(str(local_dirs[directory]), name), payload)
-        else:
-            write_bytes(table, location, payload)
+        writer.write(location, payload)
         meta = pq.ParquetFile(io.BytesIO(payload)).metadata
         entry = {
             "spec-id": spec_id,
@@ -668,7 +629,7 @@ def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: 
             **_pos_delete_metrics(meta, paths[0], paths[-1], min(positions[p][0] for p in paths),
                                   max(positions[p][-1] for p in paths)),
         }
-        if len(paths) == 1 and not per_partition_files:
+        if not per_partition_files:
             entry["referenced-data-file"] = paths[0]
         entries.append(entry)
     nodes = j.org.apache.iceberg.util.JsonUtil.mapper().readTree(json.dumps(entries))

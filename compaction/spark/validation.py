@@ -58,7 +58,7 @@ def fingerprint(spark: SparkSession, table_ref: str, snapshot_id: int, predicate
         # scanned files and the predicate selects whole partitions, e.g. right after a MAJOR; otherwise it reads.
         return Fingerprint(int(df.count()), None)
     agg = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_row_hash(df)).alias("h")).collect()[0]
-    return Fingerprint(int(agg["n"]), str(agg["h"] if agg["h"] is not None else 0))
+    return _fingerprint_of(agg["n"], agg["h"], with_checksum=True)
 
 
 def snapshot_fingerprints(spark: SparkSession, table_ref: str, requests: Sequence[Tuple[int, Column]],
@@ -77,21 +77,16 @@ def snapshot_fingerprints(spark: SparkSession, table_ref: str, requests: Sequenc
     branches = []
     for i, (snapshot_id, predicate) in enumerate(requests):
         df = spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref).where(predicate)
-        checksum = _row_hash_sum(df) if level is ValidationLevel.CHECKSUM else F.lit(None).cast("decimal(38,0)")
+        checksum = F.sum(_row_hash(df)) if level is ValidationLevel.CHECKSUM else F.lit(None).cast("decimal(38,0)")
         branches.append(df.agg(F.count(F.lit(1)).alias("n"), checksum.alias("h")).select(F.lit(i).alias("i"), "n", "h"))
     rows = {int(r["i"]): r for r in reduce(lambda a, b: a.unionByName(b), branches).collect()}
-    out: list[Fingerprint | None] = []
-    for i in range(len(requests)):
-        n, h = rows[i]["n"], rows[i]["h"]
-        out.append(Fingerprint(int(n), None) if level is ValidationLevel.COUNT
-                   else Fingerprint(int(n), str(h if h is not None else 0)))
-    return out
+    with_checksum = level is ValidationLevel.CHECKSUM
+    return [_fingerprint_of(rows[i]["n"], rows[i]["h"], with_checksum) for i in range(len(requests))]
 
 
-def _row_hash_sum(df: Any) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.sum(_row_hash(df))
+def _fingerprint_of(n: Any, h: Any, with_checksum: bool) -> Fingerprint:
+    """A count (and checksum: a sum of row hashes, null over no rows) as aggregated by Spark."""
+    return Fingerprint(int(n), str(h if h is not None else 0) if with_checksum else None)
 
 
 def _row_hash(df: Any) -> Column:
@@ -151,12 +146,8 @@ def partition_fingerprints_query(spark: SparkSession, table_ref: str, snapshot_i
         out: list[Fingerprint | None] = []
         for query, n, with_checksum in queries:
             row = query.collect()[0]
-            for i in range(n):
-                if not with_checksum:
-                    out.append(Fingerprint(int(row[f"n{i}"]), None))
-                else:
-                    h = row[f"h{i}"]
-                    out.append(Fingerprint(int(row[f"n{i}"]), str(h if h is not None else 0)))
+            out.extend(_fingerprint_of(row[f"n{i}"], row[f"h{i}"] if with_checksum else None, with_checksum)
+                       for i in range(n))
         return out
 
     return run
