@@ -25,7 +25,14 @@ from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask,
 from compaction.core.planner import evaluate_partition
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression, spark_partition_predicate
-from compaction.spark.major import major_compact, sleep_backoff
+from compaction.spark.major import (
+    find_tagged_snapshot,
+    major_compact,
+    new_tag,
+    remove_dangling_deletes,
+    rewrite_partition,
+    sleep_backoff,
+)
 from compaction.spark.partition_files import PartitionKeys, scan_partition, touched_partitions
 from compaction.spark.validation import (
     FingerprintCache,
@@ -238,13 +245,17 @@ class GroupRows:
 def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, commits: list[int],
               level: ValidationLevel, base_sequence_number: int | None, expression: Any,
               result: PartitionResult, after_files: Any = None,
-              fingerprints: FingerprintCache | None = None, group: GroupRows | None = None) -> None:
+              fingerprints: FingerprintCache | None = None, group: GroupRows | None = None,
+              own_rows: bool = False) -> None:
     """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies.
 
     ``after_files``: the partition's files at ``commits[-1]`` scanned with applied deletes, when the caller has
     them (``MajorOutcome.after_files``); otherwise they are scanned here. ``fingerprints``: the caller's cache,
     possibly holding a read-ahead of the base snapshot (see run_task). ``group``: the job group's shared state
-    (touched partitions of each snapshot, the group's base rows read in one Spark job; see :class:`GroupRows`)."""
+    (touched partitions of each snapshot, the group's base rows read in one Spark job; see :class:`GroupRows`).
+    ``own_rows``: compare only ``key``'s rows even where a commit touched other partitions too (a group rewrite),
+    when that is provably the same test, only stricter: the table has a single partition spec, so a rewrite writes
+    every row back into the partition it came from and no other partition holds or deletes rows of ``key``."""
     checks: list[dict[str, Any]] = []
     # A snapshot never changes, so the rows of (snapshot, touched partitions) are read once: our cleanup commit's
     # parent is our rewrite commit, whose rows were just read as the rewrite's "after".
@@ -261,6 +272,8 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
         # filtered on one partition may also select files of other specs (Iceberg projects the filter onto
         # every spec) and write their rows into other partitions of the current spec.
         keys = group.touched(table, sid) if group is not None else frozenset(touched_partitions(spark, table, sid))
+        if own_rows and key in keys and _single_spec(table):
+            keys = frozenset({key})
         predicate = rows_predicate(spark, table, catalog_name, set(keys))
         pairs.append((sid, parent, group.base(table, parent, keys) if group is not None else None, keys, predicate))
     if level is not ValidationLevel.NONE:
@@ -304,10 +317,34 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
                          "checks": checks}
 
 
+def _single_spec(table: Any) -> bool:
+    return int(table.specs().size()) == 1
+
+
 def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> FingerprintCache:
     # ``fingerprint``/``snapshot_fingerprints`` are looked up when called (tests replace them in this module).
     return FingerprintCache(lambda snapshot_id, predicate: fingerprint(spark, ref, snapshot_id, predicate, level),
                             lambda requests: snapshot_fingerprints(spark, ref, requests, level))
+
+
+def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, base_id: int | None,
+                      result: PartitionResult) -> bool:
+    """Record the partition's files at the attempt's base; if the plan is stale (a planned file is gone), decide
+    again from what is there now, with the plan's own policy and mode. True when that decision is to do nothing
+    (the result is then final: SKIPPED)."""
+    result.base_snapshot_id = base_id
+    result.before = before.counts()
+    planned_files = set(task.data_files) | set(task.delete_files)
+    present = set(before.data) | {path for path, _ in before.deletes}
+    if base_id == plan.base_snapshot_id or planned_files <= present:
+        return False
+    decision = evaluate_partition(before.to_state(task.partition), plan.policy, plan.mode, plan.format_version)
+    if decision.kind is CompactionKind.NONE:
+        result.status, result.reason = SKIPPED, f"changed since planning: {decision.reason}"
+        result.after = result.before
+        return True
+    result.reason = f"changed since planning, re-evaluated: {decision.reason}"
+    return False
 
 
 def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: CompactionTask, *,
@@ -345,18 +382,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             # Which deletes apply to which file is not needed here (MAJOR reads it after the rewrite, in _validate;
             # MINOR derives it from metadata by the spec's rules).
             before = scan_partition(spark, table, expression, base_id, with_applied=False)
-            result.base_snapshot_id = base_id
-            result.before = before.counts()
-            planned_files = set(task.data_files) | set(task.delete_files)
-            present = set(before.data) | {path for path, _ in before.deletes}
-            if base_id != plan.base_snapshot_id and not planned_files <= present:
-                # Stale plan: decide again from what is there now, with the plan's own policy and mode.
-                decision = evaluate_partition(before.to_state(key), plan.policy, plan.mode, plan.format_version)
-                if decision.kind is CompactionKind.NONE:
-                    result.status, result.reason = SKIPPED, f"changed since planning: {decision.reason}"
-                    result.after = result.before
-                    break
-                result.reason = f"changed since planning, re-evaluated: {decision.reason}"
+            if _settled_as_stale(plan, task, before, base_id, result):
+                break
             _emit(progress, f"icecompact: {task.kind.value.upper()} {key.label()} attempt {attempt}: "
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
                             f"({result.before['equality_delete_files']} equality)")
@@ -483,6 +510,131 @@ def _undo(spark: Any, table: Any, commits: list[int]) -> str:
     return ROLLED_BACK
 
 
+#: Run the MAJOR partitions of a job group as one Iceberg rewrite action (one commit) rather than one action each.
+GROUP_REWRITE_DEFAULT = True
+
+
+def _any_of(spark: Any, expressions: list[Any]) -> Any:
+    combined = expressions[0]
+    for e in expressions[1:]:
+        combined = getattr(J.jvm(spark).org.apache.iceberg.expressions.Expressions, "or")(combined, e)
+    return combined
+
+
+def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
+                     progress: Callable[[str], None] | None,
+                     group: GroupRows | None) -> tuple[dict[Any, PartitionResult], list[dict[str, Any]]]:
+    """The group's MAJOR partitions in one Iceberg rewrite action over all of them, like the bare CALL: its file
+    groups are rewritten concurrently, it commits once (one snapshot for the job group, so a conflict in one
+    partition costs only this group's work), then one dangling-delete cleanup commit, then validation (c) of every
+    partition against these commits, exactly as after a per-partition MAJOR.
+
+    Returns (settled results by partition key, conflicts). A partition missing from the results was not settled:
+    the group action failed before committing anything (a conflict with a concurrent writer, a job failure), or
+    fewer than two partitions were left to compact. Those partitions then run one by one through :func:`run_task`,
+    which retries and classifies per partition (the conflicts seen here are added to their results). Once the
+    group committed, a failure of the cleanup or of any partition's validation undoes both commits for every
+    partition of the group (rolled back while current, otherwise needs attention): never kept silently."""
+    settled: dict[Any, PartitionResult] = {}
+    majors = [t for t in tasks if t.kind is CompactionKind.MAJOR]
+    if len(majors) < 2 or any(t.partition.is_unpartitioned for t in majors):
+        return settled, []
+    started = time.monotonic()
+    ref = quoted(plan.table)
+    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+    try:
+        table = J.load_table(spark, identifier)
+        table.refresh()
+        current = table.currentSnapshot()
+        if current is None:
+            return settled, []
+        base_id, base_seq = int(current.snapshotId()), int(current.sequenceNumber())
+        active: list[tuple[CompactionTask, Any, Any, PartitionResult]] = []
+        for task in majors:
+            key = task.partition
+            result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value, attempts=1)
+            expression = java_partition_expression(spark, table, key)
+            before = scan_partition(spark, table, expression, base_id, with_applied=False)
+            if _settled_as_stale(plan, task, before, base_id, result):
+                result.duration_ms = int((time.monotonic() - started) * 1000)
+                settled[key] = result
+                _emit(progress, f"icecompact: {key.label()} -> {result.status}")
+                continue
+            active.append((task, expression, before, result))
+    except Exception as e:  # each partition loads, scans and reports on its own
+        _emit(progress, f"icecompact: MAJOR group setup failed, running per partition: {classify_java_error(e, 'setup')}")
+        return {}, []
+    if len(active) < 2:
+        return settled, []
+    files = sum(int(b.counts()["data_files"]) for _, _, b, _ in active)
+    deletes = sum(int(b.counts()["delete_files"]) for _, _, b, _ in active)
+    _emit(progress, f"icecompact: MAJOR {len(active)} partitions in one Iceberg action: {files} data / "
+                    f"{deletes} delete files")
+    expression = _any_of(spark, [e for _, e, _, _ in active])
+    tag = new_tag()
+    try:
+        rewritten, added, _ = rewrite_partition(spark, table, expression, plan_id=plan.plan_id, tag=tag,
+                                                target_file_size_bytes=plan.policy.target_file_size_bytes)
+        commits: list[int] = []
+        if rewritten or added:
+            sid = find_tagged_snapshot(table, base_id, tag)
+            if sid is None:
+                raise CommitConflictError("rewrite committed but its snapshot was not found on main")
+            commits.append(sid)
+    except Exception as e:
+        err = classify_java_error(e, f"MAJOR of {len(active)} partitions")
+        _emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
+        conflicts = ([{"attempt": 0, "error_class": getattr(err, "java_class", type(err).__name__),
+                       "message": f"group action: {err}"[:2000]}] if isinstance(err, CommitConflictError) else [])
+        return settled, conflicts
+    fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
+    try:
+        cleanup_id, _ = remove_dangling_deletes(spark, table, expression, active[0][0].partition, plan_id=plan.plan_id,
+                                                tag=new_tag(), covers_whole_table=False)
+        if cleanup_id is not None:
+            commits.append(cleanup_id)
+        table.refresh()
+        last = commits[-1] if commits else base_id
+        if commits and level is not ValidationLevel.NONE and _single_spec(table):
+            # Each partition's rows at each commit (compared one partition at a time, see _validate's own_rows),
+            # all in one Spark job.
+            fingerprints.get_many([
+                (sid, frozenset({t.partition}), rows_predicate(spark, table, plan.table.catalog, {t.partition}))
+                for sid in commits for t, _, _, _ in active])
+        for task, part_expression, before, result in active:
+            after = scan_partition(spark, table, part_expression, last, with_applied=True)
+            _group_outcome(result, before, after, commits)
+            _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
+                      base_seq, part_expression, result, after_files=after, fingerprints=fingerprints, group=group,
+                      own_rows=True)
+            result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
+    except Exception as e:  # committed, then something failed: never keep it silently
+        err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MAJOR of {len(active)} partitions")
+        status = _undo(spark, table, commits)
+        for task, _, _, result in active:
+            result.status, result.error_class, result.exit_code = status, type(err).__name__, err.exit_code
+            result.error, result.commit_snapshot_ids = str(err), list(commits)
+    finally:
+        fingerprints.close()
+    share = int((time.monotonic() - started) * 1000 / len(active))
+    for task, _, _, result in active:
+        result.duration_ms = share
+        settled[task.partition] = result
+        _emit(progress, f"icecompact: {task.partition.label()} -> {result.status}")
+    return settled, []
+
+
+def _group_outcome(result: PartitionResult, before: Any, after: Any, commits: list[int]) -> None:
+    """A partition's share of the group's commits, from its files before and after."""
+    before_deletes, after_deletes = set(before.deletes), set(after.deletes)
+    result.rewritten_data_files = len(set(before.data) - set(after.data))
+    result.added_data_files = len(set(after.data) - set(before.data))
+    result.removed_delete_files = len(before_deletes - after_deletes)
+    result.after = after.counts()
+    changed = result.rewritten_data_files or result.added_data_files or result.removed_delete_files
+    result.commit_snapshot_ids = list(commits) if changed else []
+
+
 def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
                          progress: Callable[[str], None] | None) -> dict[Any, Any]:
     """The MINOR partitions of a group read their rows in one Spark job (see minor.prepare_group). Best effort:
@@ -528,7 +680,8 @@ def _group_rows(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
 
 def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: ValidationLevel,
               max_retries: int = MAX_RETRIES_DEFAULT,
-              progress: Callable[[str], None] | None = None) -> GroupResult:
+              progress: Callable[[str], None] | None = None,
+              group_rewrite: bool = GROUP_REWRITE_DEFAULT) -> GroupResult:
     groups = {g.group_id: g for g in plan.groups}
     result = GroupResult(plan.plan_id, group_id, str(plan.table))
     if group_id not in groups:
@@ -539,10 +692,18 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
     prepared = _prepare_minor_group(spark, plan, tasks, progress)
     group = _group_rows(spark, plan, tasks, level)
     try:
+        settled, conflicts = (_run_major_group(spark, plan, tasks, level=level, progress=progress, group=group)
+                              if group_rewrite else ({}, []))
         for task in tasks:
-            result.partitions.append(run_task(spark, plan.table.catalog, plan, task, level=level,
-                                              max_retries=max_retries, progress=progress,
-                                              prepared=prepared.get(task.partition), group=group))
+            if task.partition in settled:
+                result.partitions.append(settled[task.partition])
+                continue
+            part = run_task(spark, plan.table.catalog, plan, task, level=level, max_retries=max_retries,
+                            progress=progress, prepared=prepared.get(task.partition), group=group)
+            if conflicts and task.kind is CompactionKind.MAJOR:
+                part.conflicts = conflicts + part.conflicts
+                part.attempts += 1
+            result.partitions.append(part)
     finally:
         if group is not None:
             group.close()

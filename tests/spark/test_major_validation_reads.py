@@ -65,10 +65,12 @@ class _Reads:
                 + [(sid, p) for sid, _, preds, _ in self.groups for p in preds])
 
 
-def _major(spark: Any, catalog: CatalogConfig, name: str, level: ValidationLevel = ValidationLevel.COUNT) -> Any:
+def _major(spark: Any, catalog: CatalogConfig, name: str, level: ValidationLevel = ValidationLevel.COUNT,
+           group_rewrite: bool = True) -> Any:
     state = inspect_table(catalog, name)
     the_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MAJOR, NOW)
-    results = [job.run_group(spark, the_plan, g.group_id, level=level) for g in the_plan.groups]
+    results = [job.run_group(spark, the_plan, g.group_id, level=level, group_rewrite=group_rewrite)
+               for g in the_plan.groups]
     return the_plan, [p for r in results for p in r.partitions]
 
 
@@ -88,7 +90,9 @@ def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogCon
     workload = generate(spark, catalog, "cdc.r", WorkloadSpec(seed=21, partitioning="days_ts", commits=3,
                                                                rows_per_commit=40, days_span=2, evolve_spec=False))
     reads = _Reads(monkeypatch)
-    the_plan, parts = _major(spark, catalog, "cdc.r")
+    # One action per partition (the path of a group with a single MAJOR partition, and the fallback of a group
+    # action that failed): see the next test for the group action.
+    the_plan, parts = _major(spark, catalog, "cdc.r", group_rewrite=False)
     assert len(parts) >= 2 and len(the_plan.groups) == 1
     assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     for p in parts:
@@ -116,6 +120,74 @@ def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogCon
     assert read_table(catalog.load().load_table(workload.identifier)).rows == workload.expected_rows
 
 
+def test_a_group_action_commits_once_and_validates_each_partition_on_its_own(spark, any_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                                             monkeypatch) -> None:
+    """The group's MAJOR partitions go through one Iceberg action: one rewrite snapshot and one cleanup snapshot
+    for all of them; each partition is still compared with its own rows (base from the group read, which a direct
+    read confirms), and every (snapshot, partition) is read once, the commits' all in one Spark job."""
+    catalog = any_catalog
+    workload = generate(spark, catalog, "cdc.g", WorkloadSpec(seed=21, partitioning="days_ts", commits=3,
+                                                               rows_per_commit=40, days_span=3, evolve_spec=False))
+    reads = _Reads(monkeypatch)
+    the_plan, parts = _major(spark, catalog, "cdc.g")
+    assert len(parts) >= 3 and len(the_plan.groups) == 1
+    assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
+    commits = {tuple(p.commit_snapshot_ids) for p in parts}
+    assert len(commits) == 1 and len(next(iter(commits))) == 2  # one rewrite + one cleanup, shared
+    table = catalog.load().load_table(workload.identifier)
+    rewrite, cleanup = next(iter(commits))
+    assert table.snapshot_by_id(cleanup).parent_snapshot_id == rewrite
+    assert table.snapshot_by_id(rewrite).parent_snapshot_id == the_plan.base_snapshot_id
+    for p in parts:
+        checks = p.validation["checks"]
+        assert [c["ok"] for c in checks] == [True, True]
+        assert checks[0]["before"] == _direct_before(spark, catalog, "cdc.g", p).to_dict()  # type: ignore[union-attr]
+        assert checks[0]["after"] == checks[1]["before"] == checks[1]["after"] == checks[0]["before"]
+        assert p.after["data_files"] < p.before["data_files"] and p.rewritten_data_files == p.before["data_files"]
+    assert sum(p.before["records"] - p.after["records"] for p in parts) > 0  # deletes were applied
+    assert len(reads.groups) == 1 and len(reads.groups[0][2]) == len(parts)
+    assert not reads.single and [len(b) for b in reads.batches] == [2 * len(parts)]
+    assert len(reads.all()) == len(set(reads.all())) == 3 * len(parts)
+    assert read_table(table).rows == workload.expected_rows
+    assert not read_table(table).applicable_deletes
+
+
+def test_a_group_action_that_conflicts_falls_back_to_one_partition_at_a_time(spark, postgres_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                                              monkeypatch) -> None:
+    """Another writer (a second Spark session: its own catalog and table instance) deletes a row of a file the
+    group action is rewriting, before the action commits: Iceberg's validation fails the group commit (nothing is committed), the
+    conflict is recorded for every partition, and each partition is then compacted on its own (re-inspected)
+    with the writer's delete kept. (PostgreSQL: two catalog clients in one JVM lock each other out on SQLite.)"""
+    from compaction.spark.session import register_catalog
+
+    catalog = postgres_catalog
+    workload = generate(spark, catalog, "cdc.c", WorkloadSpec(seed=24, partitioning="days_ts", commits=3,
+                                                               rows_per_commit=40, days_span=2, evolve_spec=False))
+    real_rewrite = job.rewrite_partition
+    victim = min(row[0] for row in workload.expected_rows if row[0] is not None)
+    deleted: list[int] = []
+
+    def rewrite_then_conflict(spark_, table, expression, **kwargs):  # type: ignore[no-untyped-def]
+        if not deleted:  # the group action: the other writer commits before it (its table instance is not refreshed)
+            other = spark_.newSession()
+            register_catalog(other, catalog)  # the test catalog is registered at run time, per session
+            other.sql(f"DELETE FROM {workload.table} WHERE id = {victim}")
+            deleted.append(victim)
+        return real_rewrite(spark_, table, expression, **kwargs)
+
+    monkeypatch.setattr(job, "rewrite_partition", rewrite_then_conflict)
+    _, parts = _major(spark, catalog, "cdc.c")
+    assert len(parts) == 2 and all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
+    assert all(p.conflicts and p.conflicts[0]["message"].startswith("group action") for p in parts), [(p.conflicts, p.commit_snapshot_ids, p.attempts) for p in parts]
+    assert all(p.attempts >= 2 for p in parts)
+    commits = [tuple(p.commit_snapshot_ids) for p in parts]
+    assert len(set(commits)) == 2  # then one rewrite per partition
+    table = catalog.load().load_table(workload.identifier)
+    expected = {row: n for row, n in workload.expected_rows.items() if row[0] != victim}
+    assert sum(workload.expected_rows.values()) - sum(expected.values()) >= 1
+    assert read_table(table).rows == expected
+
+
 def test_a_partition_touched_after_the_group_base_reads_its_own_parent(spark, sqlite_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
                                                                         monkeypatch) -> None:
     catalog = sqlite_catalog
@@ -138,7 +210,7 @@ def test_a_partition_touched_after_the_group_base_reads_its_own_parent(spark, sq
         return real_run_task(spark_, catalog_name, plan_, task, **kwargs)
 
     monkeypatch.setattr(job, "run_task", run_task)
-    the_plan, parts = _major(spark, catalog, "cdc.t")
+    the_plan, parts = _major(spark, catalog, "cdc.t", group_rewrite=False)
     assert len(parts) == 2 and all(p.status == job.COMMITTED for p in parts), [(p.label, p.status) for p in parts]
     first, second = parts
     # The first partition is compared with the group read; the second, touched since, with a read of its parent.
