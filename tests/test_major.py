@@ -87,3 +87,31 @@ def test_major_rolls_back_a_commit_that_fails_validation(spark, sqlite_catalog: 
     table = sqlite_catalog.load().load_table(workload.identifier)
     assert table.current_snapshot().snapshot_id == head_before
     assert read_table(table).rows == workload.expected_rows
+
+
+@pytest.mark.parametrize("group_commit", [True, False])
+def test_a_failing_check_after_the_cleanup_commit_undoes_both_commits(spark, sqlite_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                                      monkeypatch, group_commit: bool) -> None:
+    """Our check after the dangling-delete cleanup fails: the rewrite and the cleanup are both rolled back (the
+    cleanup's snapshot is known to the caller as soon as it lands, before the check), for a group and per partition."""
+    from compaction.core.errors import CommitValidationError
+    from compaction.spark import job, major
+
+    workload = generate(spark, sqlite_catalog, "cdc.u", WorkloadSpec(seed=43, partitioning="days_ts", commits=3,
+                                                                      rows_per_commit=40, days_span=2, evolve_spec=False))
+    head = sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
+
+    def older_data_found(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise CommitValidationError("injected: a concurrent rewrite added older data")
+
+    monkeypatch.setattr(major, "_check_no_older_data_added", older_data_found)
+    state = inspect_table(sqlite_catalog, "cdc.u")
+    the_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MAJOR, NOW)
+    results = [job.run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, group_commit=group_commit)
+               for g in the_plan.groups]
+    parts = [p for r in results for p in r.partitions]
+    assert parts and {p.status for p in parts} == {"rolled_back"}, [(p.label, p.status, p.error) for p in parts]
+    assert all(len(p.commit_snapshot_ids) == 2 for p in parts)  # rewrite + cleanup, both undone
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    assert table.current_snapshot().snapshot_id == head
+    assert read_table(table).rows == workload.expected_rows

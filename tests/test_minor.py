@@ -231,3 +231,60 @@ def test_plain_parquet_read_finds_the_rows_icebergs_reader_finds(spark, sqlite_c
             assert plain == iceberg, (seed, key.label())
             compared += 1
     assert compared >= 2 and 1 <= raw_used < compared, (compared, raw_used)
+
+
+def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validated(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
+    """The MINOR partitions of a job group share one RowDelta; every partition is still checked on its own rows
+    (the base value from the group read equals the commit's), and the content is unchanged."""
+    workload = generate(spark, sqlite_catalog, "cdc.mg", WorkloadSpec(
+        seed=41, partitioning="days_ts", days_span=3, commits=3, rows_per_commit=40, evolve_spec=False,
+        use_equality_deletes=True, eq_delete_fraction=0.7))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    compaction_plan, results = _compact(spark, sqlite_catalog, "cdc.mg", CompactionMode.MINOR, ValidationLevel.CHECKSUM)
+    parts = [p for r in results for p in r.partitions]
+    committed = [p for p in parts if p.status == COMMITTED]
+    assert len(committed) >= 2 and len(compaction_plan.groups) == 1, [(p.label, p.status, p.error) for p in parts]
+    assert len({tuple(p.commit_snapshot_ids) for p in committed}) == 1
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    (commit,) = committed[0].commit_snapshot_ids
+    assert table.snapshot_by_id(commit).parent_snapshot_id == compaction_plan.base_snapshot_id
+    for p in committed:
+        (check,) = p.validation["checks"]
+        assert check["ok"] and check["before"] == check["after"] and check["before"]["rows"] > 0
+        assert p.after["equality_delete_files"] == 0 < p.before["equality_delete_files"]
+    # Each partition was compared on its own rows: their counts add up to the table's.
+    assert sum(p.validation["checks"][0]["before"]["rows"] for p in committed) == before.row_count
+    after = read_table(table)
+    assert after.rows == before.rows
+    assert not any(d.delete_kind == "equality" for d in after.delete_files)
+
+
+@pytest.mark.parametrize("group_commit", [True, False])
+def test_a_post_commit_check_failure_undoes_the_minor_commit(spark, sqlite_catalog: CatalogConfig, monkeypatch,  # type: ignore[no-untyped-def]
+                                                              group_commit: bool) -> None:
+    """Our own check after the commit fails: the commit is rolled back (not merely reported so), per partition and
+    for a group commit alike."""
+    from compaction.spark import minor
+
+    workload = generate(spark, sqlite_catalog, "cdc.mu", WorkloadSpec(
+        seed=42, partitioning="days_ts", days_span=2, commits=2, rows_per_commit=30, evolve_spec=False,
+        use_equality_deletes=True, eq_delete_fraction=0.7))
+    head = sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
+    real_check = minor.check_no_conflicting_changes
+
+    def fails_after_commit(spark_, table, expression, base_id, commit_id, work):  # type: ignore[no-untyped-def]
+        if commit_id is not None:
+            raise minor.CommitConflictError("injected: a concurrent rewrite added older data")
+        return real_check(spark_, table, expression, base_id, commit_id, work)
+
+    monkeypatch.setattr(minor, "check_no_conflicting_changes", fails_after_commit)
+    state = inspect_table(sqlite_catalog, "cdc.mu")
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
+    results = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT, group_commit=group_commit)
+               for g in compaction_plan.groups]
+    parts = [p for r in results for p in r.partitions]
+    assert parts and {p.status for p in parts} == {"rolled_back"}, [(p.label, p.status, p.error) for p in parts]
+    assert all(p.error_class == "CommitValidationError" and p.commit_snapshot_ids for p in parts)
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    assert table.current_snapshot().snapshot_id == head
+    assert read_table(table).rows == workload.expected_rows

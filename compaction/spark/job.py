@@ -393,13 +393,13 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             break
         except CommitValidationError as e:
             result.error, result.error_class, result.exit_code = str(e), type(e).__name__, e.exit_code
-            result.status = _undo(spark, table, commits)
+            result.status, result.commit_snapshot_ids = _undo(spark, table, commits), list(commits)
             break
         except Exception as e:  # py4j errors from Iceberg, classified
             err = classify_java_error(e, f"{task.kind.value.upper()} {key.label()}")
             if commits:  # committed, then something failed (e.g. our own check): never keep it silently
                 result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
-                result.status = _undo(spark, table, commits)
+                result.status, result.commit_snapshot_ids = _undo(spark, table, commits), list(commits)
                 break
             if isinstance(err, CommitConflictError):
                 result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
@@ -451,7 +451,7 @@ class _Attempt:
 
 def _take_outcome(result: PartitionResult, commits: list[int], outcome: Any) -> None:
     """Copy a Major/MinorOutcome into the result; ``commits`` first, so that a failure afterwards is undone."""
-    commits.extend(outcome.commit_snapshot_ids)
+    commits.extend(sid for sid in outcome.commit_snapshot_ids if sid not in commits)
     result.commit_snapshot_ids = list(commits)
     for name in ("rewritten_data_files", "added_data_files", "removed_delete_files", "added_delete_files",
                  "converted_rows"):
@@ -480,7 +480,7 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
     outcome = major_compact(
         spark, table, a.expression, key, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
         plan_id=a.plan.plan_id, covers_whole_table=covers_whole_table, before=a.before,
-        on_rewrite_commit=read_ahead,
+        on_rewrite_commit=read_ahead, committed=commits,
     )
     _take_outcome(result, commits, outcome)
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, a.base_seq, a.expression, result,
@@ -494,7 +494,7 @@ def _minor_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
     outcome = minor_compact(
         spark, table, a.expression, rows_predicate(spark, table, a.plan.table.catalog, {key}), key,
         table_ref=a.ref, plan_id=a.plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
-        before=a.before, prepared=a.prepared if a.number == 1 else None,
+        before=a.before, prepared=a.prepared if a.number == 1 else None, committed=commits,
     )
     _take_outcome(result, commits, outcome)
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, None, a.expression, result,
@@ -510,8 +510,16 @@ def _undo(spark: Any, table: Any, commits: list[int]) -> str:
     return ROLLED_BACK
 
 
-#: Run the MAJOR partitions of a job group as one Iceberg rewrite action (one commit) rather than one action each.
-GROUP_REWRITE_DEFAULT = True
+#: Commit the MAJOR partitions of a job group together (one Iceberg rewrite action), and its MINOR partitions
+#: together (one RowDelta), rather than one commit per partition.
+GROUP_COMMIT_DEFAULT = True
+
+
+def _current_table(spark: Any, plan: CompactionPlan) -> tuple[Any, Any]:
+    """The plan's table, refreshed, and its current snapshot (None for an empty table)."""
+    table = J.load_table(spark, ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name)))
+    table.refresh()
+    return table, table.currentSnapshot()
 
 
 def _any_of(spark: Any, expressions: list[Any]) -> Any:
@@ -523,13 +531,13 @@ def _any_of(spark: Any, expressions: list[Any]) -> Any:
 
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
                      progress: Callable[[str], None] | None,
-                     group: GroupRows | None) -> tuple[dict[Any, PartitionResult], list[dict[str, Any]]]:
+                     group: GroupRows | None) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
     """The group's MAJOR partitions in one Iceberg rewrite action over all of them, like the bare CALL: its file
     groups are rewritten concurrently, it commits once (one snapshot for the job group, so a conflict in one
     partition costs only this group's work), then one dangling-delete cleanup commit, then validation (c) of every
     partition against these commits, exactly as after a per-partition MAJOR.
 
-    Returns (settled results by partition key, conflicts). A partition missing from the results was not settled:
+    Returns (settled results by partition key, conflicts by key). A partition missing from the results was not settled:
     the group action failed before committing anything (a conflict with a concurrent writer, a job failure), or
     fewer than two partitions were left to compact. Those partitions then run one by one through :func:`run_task`,
     which retries and classifies per partition (the conflicts seen here are added to their results). Once the
@@ -538,16 +546,12 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     settled: dict[Any, PartitionResult] = {}
     majors = [t for t in tasks if t.kind is CompactionKind.MAJOR]
     if len(majors) < 2 or any(t.partition.is_unpartitioned for t in majors):
-        return settled, []
-    started = time.monotonic()
-    ref = quoted(plan.table)
-    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+        return settled, {}
+    started, ref = time.monotonic(), quoted(plan.table)
     try:
-        table = J.load_table(spark, identifier)
-        table.refresh()
-        current = table.currentSnapshot()
+        table, current = _current_table(spark, plan)
         if current is None:
-            return settled, []
+            return settled, {}
         base_id, base_seq = int(current.snapshotId()), int(current.sequenceNumber())
         active: list[tuple[CompactionTask, Any, Any, PartitionResult]] = []
         for task in majors:
@@ -563,9 +567,9 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             active.append((task, expression, before, result))
     except Exception as e:  # each partition loads, scans and reports on its own
         _emit(progress, f"icecompact: MAJOR group setup failed, running per partition: {classify_java_error(e, 'setup')}")
-        return {}, []
+        return {}, {}
     if len(active) < 2:
-        return settled, []
+        return settled, {}
     files = sum(int(b.counts()["data_files"]) for _, _, b, _ in active)
     deletes = sum(int(b.counts()["delete_files"]) for _, _, b, _ in active)
     _emit(progress, f"icecompact: MAJOR {len(active)} partitions in one Iceberg action: {files} data / "
@@ -584,15 +588,11 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     except Exception as e:
         err = classify_java_error(e, f"MAJOR of {len(active)} partitions")
         _emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
-        conflicts = ([{"attempt": 0, "error_class": getattr(err, "java_class", type(err).__name__),
-                       "message": f"group action: {err}"[:2000]}] if isinstance(err, CommitConflictError) else [])
-        return settled, conflicts
+        return settled, _group_conflicts(err, [t.partition for t, _, _, _ in active])
     fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
     try:
-        cleanup_id, _ = remove_dangling_deletes(spark, table, expression, active[0][0].partition, plan_id=plan.plan_id,
-                                                tag=new_tag(), covers_whole_table=False)
-        if cleanup_id is not None:
-            commits.append(cleanup_id)
+        remove_dangling_deletes(spark, table, expression, active[0][0].partition, plan_id=plan.plan_id,
+                                tag=new_tag(), covers_whole_table=False, committed=commits)
         table.refresh()
         last = commits[-1] if commits else base_id
         if commits and level is not ValidationLevel.NONE and _single_spec(table):
@@ -621,7 +621,101 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         result.duration_ms = share
         settled[task.partition] = result
         _emit(progress, f"icecompact: {task.partition.label()} -> {result.status}")
-    return settled, []
+    return settled, {}
+
+
+def _group_conflicts(err: CompactionError, keys: list[Any]) -> dict[Any, list[dict[str, Any]]]:
+    """A failed group commit, as a conflict of each of its partitions (only a conflict is one: other errors are met
+    again, and reported, by the partition's own attempt)."""
+    if not isinstance(err, CommitConflictError):
+        return {}
+    entry = {"attempt": 0, "error_class": getattr(err, "java_class", type(err).__name__),
+             "message": f"group commit: {err}"[:2000]}
+    return {k: [dict(entry)] for k in keys}
+
+
+def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
+                     progress: Callable[[str], None] | None, group: GroupRows | None,
+                     prepared: dict[Any, Any]) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
+    """The group's MINOR partitions, whose positions :func:`_prepare_minor_group` read in one Spark job, committed
+    in one RowDelta (:func:`compaction.spark.minor.commit_changes`), then validated partition by partition as after
+    a per-partition MINOR, every partition's rows at the commit read in one Spark job. Same contract as
+    :func:`_run_major_group`: partitions left out of the results (the commit failed before landing, their prepared
+    positions are stale, fewer than two left) run one by one through :func:`run_task`; once committed, any failure
+    undoes the commit for every partition of the group."""
+    from compaction.spark.minor import PartitionChange, commit_changes
+
+    settled: dict[Any, PartitionResult] = {}
+    minors = [t for t in tasks if t.kind is CompactionKind.MINOR]
+    if len(minors) < 2 or any(t.partition not in prepared for t in minors):
+        return settled, {}
+    started, ref = time.monotonic(), quoted(plan.table)
+    active: list[tuple[CompactionTask, Any, PartitionResult]] = []
+    try:
+        table, current = _current_table(spark, plan)
+        if current is None:
+            return settled, {}
+        base_id = int(current.snapshotId())
+        for task in minors:
+            key, ready = task.partition, prepared[task.partition]
+            result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value, attempts=1)
+            expression = java_partition_expression(spark, table, key)
+            # The group read scanned the partition at its own base: no new scan when nothing was committed since.
+            before = (ready.files if ready.snapshot_id == base_id
+                      else scan_partition(spark, table, expression, base_id, with_applied=False))
+            if _settled_as_stale(plan, task, before, base_id, result):
+                result.duration_ms = int((time.monotonic() - started) * 1000)
+                settled[key] = result
+                continue
+            if not ready.still_valid_for(before):
+                continue  # changed since the group read: this partition decides and reads again on its own
+            change = PartitionChange(key, expression, before, ready.work, ready.positions, ready.converted_rows)
+            if not change.busy:
+                result.status, result.after = NO_OP, result.before
+                settled[key] = result
+                continue
+            active.append((task, change, result))
+    except Exception as e:  # each partition loads, scans and reports on its own
+        _emit(progress, f"icecompact: MINOR group setup failed, running per partition: {classify_java_error(e, 'setup')}")
+        return {}, {}
+    if len(active) < 2:
+        return {k: r for k, r in settled.items() if r.status == SKIPPED}, {}
+    _emit(progress, f"icecompact: MINOR {len(active)} partitions in one commit: "
+                    f"{sum(len(c.work.equality) for _, c, _ in active)} equality / "
+                    f"{sum(len(c.work.positional) for _, c, _ in active)} position delete files to replace")
+    commits: list[int] = []
+    fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commit
+    try:
+        outcomes = commit_changes(spark, table, [c for _, c, _ in active], _any_of(spark, [c.expression for _, c, _ in active]),
+                                  base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
+        if commits and level is not ValidationLevel.NONE and _single_spec(table):
+            fingerprints.get_many([
+                (sid, frozenset({t.partition}), rows_predicate(spark, table, plan.table.catalog, {t.partition}))
+                for sid in commits for t, _, _ in active])
+        for (task, change, result), outcome in zip(active, outcomes):
+            _take_outcome(result, [], outcome)
+            _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level, None,
+                      change.expression, result, fingerprints=fingerprints, group=group, own_rows=True)
+            result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
+    except Exception as e:
+        err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MINOR of {len(active)} partitions")
+        if not commits:  # nothing landed: each partition tries on its own
+            _emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
+            return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
+                err, [t.partition for t, _, _ in active])
+        status = _undo(spark, table, commits)  # committed, then something failed: never keep it silently
+        for task, _, result in active:
+            result.status, result.error_class, result.exit_code = status, type(err).__name__, err.exit_code
+            result.error, result.commit_snapshot_ids = str(err), list(commits)
+    finally:
+        fingerprints.close()
+    share = int((time.monotonic() - started) * 1000 / len(active))
+    for task, _, result in active:
+        result.duration_ms = share
+        settled[task.partition] = result
+    for key, result in settled.items():
+        _emit(progress, f"icecompact: {key.label()} -> {result.status}")
+    return settled, {}
 
 
 def _group_outcome(result: PartitionResult, before: Any, after: Any, commits: list[int]) -> None:
@@ -681,7 +775,7 @@ def _group_rows(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
 def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: ValidationLevel,
               max_retries: int = MAX_RETRIES_DEFAULT,
               progress: Callable[[str], None] | None = None,
-              group_rewrite: bool = GROUP_REWRITE_DEFAULT) -> GroupResult:
+              group_commit: bool = GROUP_COMMIT_DEFAULT) -> GroupResult:
     groups = {g.group_id: g for g in plan.groups}
     result = GroupResult(plan.plan_id, group_id, str(plan.table))
     if group_id not in groups:
@@ -692,16 +786,22 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
     prepared = _prepare_minor_group(spark, plan, tasks, progress)
     group = _group_rows(spark, plan, tasks, level)
     try:
-        settled, conflicts = (_run_major_group(spark, plan, tasks, level=level, progress=progress, group=group)
-                              if group_rewrite else ({}, []))
+        settled: dict[Any, PartitionResult] = {}
+        conflicts: dict[Any, list[dict[str, Any]]] = {}
+        if group_commit:
+            for run_kind in (_run_major_group, _run_minor_group):
+                done, seen = run_kind(spark, plan, tasks, level=level, progress=progress, group=group,
+                                      **({"prepared": prepared} if run_kind is _run_minor_group else {}))
+                settled.update(done)
+                conflicts.update(seen)
         for task in tasks:
             if task.partition in settled:
                 result.partitions.append(settled[task.partition])
                 continue
             part = run_task(spark, plan.table.catalog, plan, task, level=level, max_retries=max_retries,
                             progress=progress, prepared=prepared.get(task.partition), group=group)
-            if conflicts and task.kind is CompactionKind.MAJOR:
-                part.conflicts = conflicts + part.conflicts
+            if task.partition in conflicts:
+                part.conflicts = conflicts[task.partition] + part.conflicts
                 part.attempts += 1
             result.partitions.append(part)
     finally:

@@ -100,8 +100,12 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
 
 
 def remove_dangling_deletes(spark: Any, table: Any, expression: Any, key: PartitionKey, *, plan_id: str,
-                            tag: str, covers_whole_table: bool) -> tuple[int | None, int]:
-    """Remove live delete files of the partition that apply to no live data file. Returns (snapshot, count)."""
+                            tag: str, covers_whole_table: bool,
+                            committed: list[int] | None = None) -> tuple[int | None, int]:
+    """Remove live delete files of the partition that apply to no live data file. Returns (snapshot, count).
+
+    ``committed``: the caller's list of its snapshots, which gets the cleanup's snapshot as soon as it is on main,
+    before our own check runs, so that a failing check can undo it."""
     table.refresh()
     current = table.currentSnapshot()
     if current is None:
@@ -117,6 +121,8 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, key: Partit
     commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:
         raise CommitConflictError("dangling-delete cleanup committed but its snapshot was not found on main")
+    if committed is not None:
+        committed.append(commit_id)
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, removable)
     return commit_id, len(removable)
 
@@ -150,8 +156,11 @@ def new_tag() -> str:
 
 def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *, target_file_size_bytes: int,
                   plan_id: str, covers_whole_table: bool, before: PartitionFiles,
-                  on_rewrite_commit: Callable[[int], None] | None = None) -> MajorOutcome:
+                  on_rewrite_commit: Callable[[int], None] | None = None,
+                  committed: list[int] | None = None) -> MajorOutcome:
     """One attempt: rewrite + cleanup. Raises py4j errors from the action (the caller classifies them).
+    ``committed``: the caller's list of its snapshots, appended to as soon as each commit is on main (so that the
+    caller can undo them if anything after fails, even before this returns).
 
     ``on_rewrite_commit(snapshot_id)`` is called once the rewrite's snapshot is found on main, before the cleanup
     (the job starts reading that snapshot's rows for validation while the cleanup works on metadata)."""
@@ -160,7 +169,8 @@ def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *,
     rewritten, added, removed_by_action = rewrite_partition(
         spark, table, expression, target_file_size_bytes=target_file_size_bytes, plan_id=plan_id, tag=tag
     )
-    commits: list[int] = []
+    commits: list[int] = committed if committed is not None else []
+    first = len(commits)
     if rewritten or added or removed_by_action:
         sid = find_tagged_snapshot(table, int(base_id), tag) if base_id is not None else None
         if sid is None:
@@ -169,11 +179,11 @@ def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *,
         if on_rewrite_commit is not None:
             on_rewrite_commit(sid)
     cleanup_tag = new_tag()
-    cleanup_id, removed = remove_dangling_deletes(
-        spark, table, expression, key, plan_id=plan_id, tag=cleanup_tag, covers_whole_table=covers_whole_table
+    _, removed = remove_dangling_deletes(
+        spark, table, expression, key, plan_id=plan_id, tag=cleanup_tag, covers_whole_table=covers_whole_table,
+        committed=commits,
     )
-    if cleanup_id is not None:
-        commits.append(cleanup_id)
+    commits = commits[first:]
     table.refresh()
     last = commits[-1] if commits else base_id
     after = scan_partition(spark, table, expression, last, with_applied=True)

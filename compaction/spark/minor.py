@@ -814,16 +814,32 @@ def check_no_conflicting_changes(spark: Any, table: Any, expression: Any, base_i
                     f"{max_seq} of an equality delete being converted (a concurrent rewrite)")
 
 
+@dataclass
+class PartitionChange:
+    """One partition's share of a MINOR commit: its files at the base and what replaces its deletes."""
+
+    key: PartitionKey
+    expression: Any  # the partition's Iceberg expression
+    before: PartitionFiles  # the partition's files at the base snapshot
+    work: _Work
+    positions: dict[str, list[int]]
+    converted_rows: int
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.work.equality or self.work.positional or self.work.dangling)
+
+
 def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key: PartitionKey, *, table_ref: str,
                   plan_id: str, tag: str, whole_table: bool, before: PartitionFiles,
-                  prepared: PreparedMinor | None = None) -> MinorOutcome:
+                  prepared: PreparedMinor | None = None, committed: list[int] | None = None) -> MinorOutcome:
     """One attempt: decide, read, write, commit in one RowDelta. Raises py4j errors from Iceberg (the caller
     classifies them) and ``CommitConflictError`` from our own pre-commit check. ``before``: the partition's files
-    at the base snapshot."""
+    at the base snapshot. ``committed``: the caller's list of its snapshots, which gets our commit as soon as it is
+    on main, before the post-commit checks (so that the caller can undo it when one fails)."""
     base_id = before.snapshot_id
-    outcome = MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
     if base_id is None:
-        return outcome
+        return MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
     if prepared is not None and prepared.still_valid_for(before):
         work, positions, converted_rows = prepared.work, prepared.positions, prepared.converted_rows
     else:
@@ -833,20 +849,32 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
         absorbed = collect_positions(absorbed_positions(spark, work))
         positions = union_positions(matched, absorbed)
         converted_rows = sum(len(matched.get(p, ())) for p in work.eq_targets)
-    if not work.equality and not work.positional and not work.dangling:
-        return outcome
+    change = PartitionChange(key, expression, before, work, positions, converted_rows)
+    return commit_changes(spark, table, [change], expression, base_id=int(base_id), plan_id=plan_id, tag=tag,
+                          committed=committed)[0]
+
+
+def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expression: Any, *, base_id: int,
+                   plan_id: str, tag: str, committed: list[int] | None = None) -> list[MinorOutcome]:
+    """Write the new position deletes / DVs of every partition of ``changes`` and replace their deletes in one
+    RowDelta, validated from ``base_id`` with ``expression`` (the partitions' OR) as the conflict filter; then our
+    post-commit checks. One outcome per change, in order. ``committed``: as for :func:`minor_compact`."""
+    outcomes = [MinorOutcome(base_id, [], 0, 0, 0, 0, 0, c.before.counts(), c.before.counts()) for c in changes]
+    busy = [i for i, c in enumerate(changes) if c.busy]
+    if not busy:
+        return outcomes
     fmt = int(table.operations().current().formatVersion())
-    if fmt >= 3:
-        new_files = write_deletion_vectors(spark, table, work, positions)
-    else:
-        new_files = write_position_delete_files(spark, table, work, positions)
-    removed = {**work.equality, **work.positional, **work.dangling}
-    check_no_conflicting_changes(spark, table, expression, int(base_id), None, work)
+    write = write_deletion_vectors if fmt >= 3 else write_position_delete_files
+    new_files = {i: write(spark, table, changes[i].work, changes[i].positions) for i in busy}
+    removed = {i: {**changes[i].work.equality, **changes[i].work.positional, **changes[i].work.dangling}
+               for i in busy}
+    work = merge_works(changes[i].work for i in busy)
+    check_no_conflicting_changes(spark, table, expression, base_id, None, work)
 
     required = sorted(set(work.eq_targets) | set(work.data_files))
     delta = (
         table.newRowDelta()
-        .validateFromSnapshot(int(base_id))
+        .validateFromSnapshot(base_id)
         .conflictDetectionFilter(expression)
         .validateDeletedFiles()
         .set(TASK_PROPERTY, tag)
@@ -855,45 +883,57 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
     )
     if required:
         delta = delta.validateDataFilesExist(_java_list(spark, required))
-    for f in new_files:
-        delta = delta.addDeletes(f)
-    for d in removed.values():
-        delta = delta.removeDeletes(d)
+    for i in busy:
+        for f in new_files[i]:
+            delta = delta.addDeletes(f)
+        for d in removed[i].values():
+            delta = delta.removeDeletes(d)
     delta.commit()
-    commit_id = find_tagged_snapshot(table, int(base_id), tag)
+    commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:
         raise CommitConflictError("MINOR committed but its snapshot was not found on main")
-    outcome.commit_snapshot_ids = [commit_id]
+    for i in busy:
+        outcomes[i].commit_snapshot_ids = [commit_id]
+    if committed is not None:
+        committed.append(commit_id)
     try:
-        check_no_conflicting_changes(spark, table, expression, int(base_id), commit_id, work)
+        check_no_conflicting_changes(spark, table, expression, base_id, commit_id, work)
     except CommitConflictError as e:
         raise CommitValidationError(str(e)) from e
     commit = table.snapshot(int(commit_id))
-    if commit.parentId() is not None and int(commit.parentId()) == int(base_id):
+    gone: set[tuple[str, int]] | None = None
+    if (commit.parentId() is not None and int(commit.parentId()) == base_id
+            and (len(busy) == 1 or int(table.specs().size()) == 1)):
         # Nothing committed in between: the live files at our snapshot are the base's minus what our commit
         # removed plus what it added, so reading our commit's own manifest entries is enough (no partition scan).
+        # (Not for several partitions on an evolved table: a partition's scan also holds the files of the other
+        # specs' partitions that the filter projects onto, and the commit changed some of those too.)
         gone = {delete_ref(d) for d in _iterate(commit.removedDeleteFiles(table.io()))}
-        left = [ref[0] for ref in work.equality if ref not in gone]
-        after_counts = before.counts()
-        after_counts["delete_files"] += len(new_files) - len(removed)
-        after_counts["delete_records"] += (sum(int(f.recordCount()) for f in new_files)
-                                           - sum(int(d.recordCount()) for d in removed.values()))
-        after_counts["equality_delete_files"] -= len(work.equality)
-    else:
-        after = scan_partition(spark, table, expression, commit_id, with_applied=False)
-        base_seq = int(table.snapshot(int(base_id)).sequenceNumber())
-        left = [
-            str(d.location()) for d in after.deletes.values()
-            if delete_kind(d) is DeleteContent.EQUALITY and int(d.dataSequenceNumber()) <= base_seq
-            and delete_ref(d) in work.equality
-        ]
-        after_counts = after.counts()
-    if left:
-        raise CommitValidationError(f"partition {key.label()}: equality deletes still live after MINOR: {left[:5]}")
-    outcome.converted_equality_deletes = len(work.equality)
-    outcome.converted_rows = converted_rows
-    outcome.merged_position_deletes = len(work.positional)
-    outcome.removed_delete_files = len(removed)
-    outcome.added_delete_files = len(new_files)
-    outcome.after = after_counts
-    return outcome
+    base_seq = int(table.snapshot(base_id).sequenceNumber())
+    for i in busy:
+        change, outcome = changes[i], outcomes[i]
+        if gone is not None:
+            left = [ref[0] for ref in change.work.equality if ref not in gone]
+            after_counts = change.before.counts()
+            after_counts["delete_files"] += len(new_files[i]) - len(removed[i])
+            after_counts["delete_records"] += (sum(int(f.recordCount()) for f in new_files[i])
+                                               - sum(int(d.recordCount()) for d in removed[i].values()))
+            after_counts["equality_delete_files"] -= len(change.work.equality)
+        else:
+            after = scan_partition(spark, table, change.expression, commit_id, with_applied=False)
+            left = [
+                str(d.location()) for d in after.deletes.values()
+                if delete_kind(d) is DeleteContent.EQUALITY and int(d.dataSequenceNumber()) <= base_seq
+                and delete_ref(d) in change.work.equality
+            ]
+            after_counts = after.counts()
+        if left:
+            raise CommitValidationError(f"partition {change.key.label()}: equality deletes still live after MINOR: "
+                                        f"{left[:5]}")
+        outcome.converted_equality_deletes = len(change.work.equality)
+        outcome.converted_rows = change.converted_rows
+        outcome.merged_position_deletes = len(change.work.positional)
+        outcome.removed_delete_files = len(removed[i])
+        outcome.added_delete_files = len(new_files[i])
+        outcome.after = after_counts
+    return outcomes

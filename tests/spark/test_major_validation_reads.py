@@ -66,10 +66,10 @@ class _Reads:
 
 
 def _major(spark: Any, catalog: CatalogConfig, name: str, level: ValidationLevel = ValidationLevel.COUNT,
-           group_rewrite: bool = True) -> Any:
+           group_commit: bool = True) -> Any:
     state = inspect_table(catalog, name)
     the_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MAJOR, NOW)
-    results = [job.run_group(spark, the_plan, g.group_id, level=level, group_rewrite=group_rewrite)
+    results = [job.run_group(spark, the_plan, g.group_id, level=level, group_commit=group_commit)
                for g in the_plan.groups]
     return the_plan, [p for r in results for p in r.partitions]
 
@@ -92,7 +92,7 @@ def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogCon
     reads = _Reads(monkeypatch)
     # One action per partition (the path of a group with a single MAJOR partition, and the fallback of a group
     # action that failed): see the next test for the group action.
-    the_plan, parts = _major(spark, catalog, "cdc.r", group_rewrite=False)
+    the_plan, parts = _major(spark, catalog, "cdc.r", group_commit=False)
     assert len(parts) >= 2 and len(the_plan.groups) == 1
     assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     for p in parts:
@@ -178,7 +178,7 @@ def test_a_group_action_that_conflicts_falls_back_to_one_partition_at_a_time(spa
     monkeypatch.setattr(job, "rewrite_partition", rewrite_then_conflict)
     _, parts = _major(spark, catalog, "cdc.c")
     assert len(parts) == 2 and all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
-    assert all(p.conflicts and p.conflicts[0]["message"].startswith("group action") for p in parts), [(p.conflicts, p.commit_snapshot_ids, p.attempts) for p in parts]
+    assert all(p.conflicts and p.conflicts[0]["message"].startswith("group commit") for p in parts), [(p.conflicts, p.commit_snapshot_ids, p.attempts) for p in parts]
     assert all(p.attempts >= 2 for p in parts)
     commits = [tuple(p.commit_snapshot_ids) for p in parts]
     assert len(set(commits)) == 2  # then one rewrite per partition
@@ -210,7 +210,7 @@ def test_a_partition_touched_after_the_group_base_reads_its_own_parent(spark, sq
         return real_run_task(spark_, catalog_name, plan_, task, **kwargs)
 
     monkeypatch.setattr(job, "run_task", run_task)
-    the_plan, parts = _major(spark, catalog, "cdc.t", group_rewrite=False)
+    the_plan, parts = _major(spark, catalog, "cdc.t", group_commit=False)
     assert len(parts) == 2 and all(p.status == job.COMMITTED for p in parts), [(p.label, p.status) for p in parts]
     first, second = parts
     # The first partition is compared with the group read; the second, touched since, with a read of its parent.
