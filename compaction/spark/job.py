@@ -355,7 +355,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
     result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value)
     started = time.monotonic()
     ref = quoted(plan.table)
-    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+    identifier = _spark_identifier(plan)
     try:
         table = J.load_table(spark, identifier)
     except Exception as e:
@@ -515,9 +515,13 @@ def _undo(spark: Any, table: Any, commits: list[int]) -> str:
 GROUP_COMMIT_DEFAULT = True
 
 
+def _spark_identifier(plan: CompactionPlan) -> str:
+    return ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+
+
 def _current_table(spark: Any, plan: CompactionPlan) -> tuple[Any, Any]:
     """The plan's table, refreshed, and its current snapshot (None for an empty table)."""
-    table = J.load_table(spark, ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name)))
+    table = J.load_table(spark, _spark_identifier(plan))
     table.refresh()
     return table, table.currentSnapshot()
 
@@ -595,12 +599,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                                 tag=new_tag(), covers_whole_table=False, committed=commits)
         table.refresh()
         last = commits[-1] if commits else base_id
-        if commits and level is not ValidationLevel.NONE and _single_spec(table):
-            # Each partition's rows at each commit (compared one partition at a time, see _validate's own_rows),
-            # all in one Spark job.
-            fingerprints.get_many([
-                (sid, frozenset({t.partition}), rows_predicate(spark, table, plan.table.catalog, {t.partition}))
-                for sid in commits for t, _, _, _ in active])
+        _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
         for task, part_expression, before, result in active:
             after = scan_partition(spark, table, part_expression, last, with_applied=True)
             _group_outcome(result, before, after, commits)
@@ -610,17 +609,10 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
     except Exception as e:  # committed, then something failed: never keep it silently
         err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MAJOR of {len(active)} partitions")
-        status = _undo(spark, table, commits)
-        for task, _, _, result in active:
-            result.status, result.error_class, result.exit_code = status, type(err).__name__, err.exit_code
-            result.error, result.commit_snapshot_ids = str(err), list(commits)
+        _undo_group(spark, table, commits, [r for _, _, _, r in active], err)
     finally:
         fingerprints.close()
-    share = int((time.monotonic() - started) * 1000 / len(active))
-    for task, _, _, result in active:
-        result.duration_ms = share
-        settled[task.partition] = result
-        _emit(progress, f"icecompact: {task.partition.label()} -> {result.status}")
+    _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started, progress)
     return settled, {}
 
 
@@ -688,10 +680,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     try:
         outcomes = commit_changes(spark, table, [c for _, c, _ in active], _any_of(spark, [c.expression for _, c, _ in active]),
                                   base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
-        if commits and level is not ValidationLevel.NONE and _single_spec(table):
-            fingerprints.get_many([
-                (sid, frozenset({t.partition}), rows_predicate(spark, table, plan.table.catalog, {t.partition}))
-                for sid in commits for t, _, _ in active])
+        _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active])
         for (task, change, result), outcome in zip(active, outcomes):
             _take_outcome(result, [], outcome)
             _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level, None,
@@ -703,19 +692,42 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             _emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
             return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
                 err, [t.partition for t, _, _ in active])
-        status = _undo(spark, table, commits)  # committed, then something failed: never keep it silently
-        for task, _, result in active:
-            result.status, result.error_class, result.exit_code = status, type(err).__name__, err.exit_code
-            result.error, result.commit_snapshot_ids = str(err), list(commits)
+        # Committed, then something failed: never keep it silently.
+        _undo_group(spark, table, commits, [r for _, _, r in active], err)
     finally:
         fingerprints.close()
-    share = int((time.monotonic() - started) * 1000 / len(active))
-    for task, _, result in active:
-        result.duration_ms = share
-        settled[task.partition] = result
-    for key, result in settled.items():
+    for key, result in settled.items():  # skipped / nothing to do
         _emit(progress, f"icecompact: {key.label()} -> {result.status}")
+    _settle_group(settled, [(t.partition, r) for t, _, r in active], started, progress)
     return settled, {}
+
+
+def _read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: ValidationLevel,
+                   fingerprints: FingerprintCache, commits: list[int], keys: list[Any]) -> None:
+    """Each partition's rows at each commit of a group (compared one partition at a time, see _validate's
+    ``own_rows``), all in one Spark job."""
+    if commits and level is not ValidationLevel.NONE and _single_spec(table):
+        fingerprints.get_many([(sid, frozenset({k}), rows_predicate(spark, table, plan.table.catalog, {k}))
+                               for sid in commits for k in keys])
+
+
+def _undo_group(spark: Any, table: Any, commits: list[int], results: list[PartitionResult],
+                err: CompactionError) -> None:
+    """A group commit landed, then a check failed: undo it, and every partition of the group shares the outcome."""
+    status = _undo(spark, table, commits)
+    for result in results:
+        result.status, result.error_class, result.exit_code = status, type(err).__name__, err.exit_code
+        result.error, result.commit_snapshot_ids = str(err), list(commits)
+
+
+def _settle_group(settled: dict[Any, PartitionResult], done: list[tuple[Any, PartitionResult]], started: float,
+                  progress: Callable[[str], None] | None) -> None:
+    """Add the group's partitions to ``settled``, each with an equal share of the group's wall time."""
+    share = int((time.monotonic() - started) * 1000 / len(done))
+    for key, result in done:
+        result.duration_ms = share
+        settled[key] = result
+        _emit(progress, f"icecompact: {key.label()} -> {result.status}")
 
 
 def _group_outcome(result: PartitionResult, before: Any, after: Any, commits: list[int]) -> None:
@@ -738,7 +750,7 @@ def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[Compactio
         return {}
     from compaction.spark.minor import prepare_group
 
-    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+    identifier = _spark_identifier(plan)
     try:
         table = J.load_table(spark, identifier)
         keyed = [(key, java_partition_expression(spark, table, key)) for key in keys]
@@ -758,7 +770,7 @@ def _group_rows(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
     if level is ValidationLevel.NONE:
         return None
     keys = [t.partition for t in tasks if t.kind in (CompactionKind.MAJOR, CompactionKind.MINOR)]
-    identifier = ".".join((plan.table.catalog, *plan.table.namespace, plan.table.name))
+    identifier = _spark_identifier(plan)
     try:
         table = J.load_table(spark, identifier)
         metadata = table.operations().refresh()
@@ -789,9 +801,10 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
         settled: dict[Any, PartitionResult] = {}
         conflicts: dict[Any, list[dict[str, Any]]] = {}
         if group_commit:
-            for run_kind in (_run_major_group, _run_minor_group):
-                done, seen = run_kind(spark, plan, tasks, level=level, progress=progress, group=group,
-                                      **({"prepared": prepared} if run_kind is _run_minor_group else {}))
+            for done, seen in (
+                _run_major_group(spark, plan, tasks, level=level, progress=progress, group=group),
+                _run_minor_group(spark, plan, tasks, level=level, progress=progress, group=group, prepared=prepared),
+            ):
                 settled.update(done)
                 conflicts.update(seen)
         for task in tasks:
