@@ -478,7 +478,7 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
             a.fingerprints.prefetch(a.base_id, touched, predicate)
         read_ahead = functools.partial(a.fingerprints.prefetch, keys=touched, predicate=predicate)
     outcome = major_compact(
-        spark, table, a.expression, key, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
+        spark, table, a.expression, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
         plan_id=a.plan.plan_id, covers_whole_table=covers_whole_table, before=a.before,
         on_rewrite_commit=read_ahead, committed=commits,
     )
@@ -595,8 +595,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return settled, _group_conflicts(err, [t.partition for t, _, _, _ in active])
     fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
     try:
-        remove_dangling_deletes(spark, table, expression, active[0][0].partition, plan_id=plan.plan_id,
-                                tag=new_tag(), covers_whole_table=False, committed=commits)
+        remove_dangling_deletes(spark, table, expression, plan_id=plan.plan_id, tag=new_tag(),
+                                covers_whole_table=False, committed=commits)
         table.refresh()
         last = commits[-1] if commits else base_id
         _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])

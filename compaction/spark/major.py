@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from compaction.core.errors import CommitConflictError, CommitValidationError
-from compaction.core.model import DeleteContent, PartitionKey
+from compaction.core.model import DeleteContent
 from compaction.spark import jvm as J
 from compaction.spark.partition_files import (
     PartitionFiles,
@@ -99,10 +99,11 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
             int(result.removedDeleteFilesCount()))
 
 
-def remove_dangling_deletes(spark: Any, table: Any, expression: Any, key: PartitionKey, *, plan_id: str,
+def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id: str,
                             tag: str, covers_whole_table: bool,
                             committed: list[int] | None = None) -> tuple[int | None, int]:
-    """Remove live delete files of the partition that apply to no live data file. Returns (snapshot, count).
+    """Remove live delete files of the partitions ``expression`` selects that apply to no live data file.
+    Returns (snapshot, count).
 
     ``committed``: the caller's list of its snapshots, which gets the cleanup's snapshot as soon as it is on main,
     before our own check runs, so that a failing check can undo it."""
@@ -154,7 +155,7 @@ def new_tag() -> str:
     return uuid.uuid4().hex
 
 
-def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *, target_file_size_bytes: int,
+def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
                   plan_id: str, covers_whole_table: bool, before: PartitionFiles,
                   on_rewrite_commit: Callable[[int], None] | None = None,
                   committed: list[int] | None = None) -> MajorOutcome:
@@ -180,7 +181,7 @@ def major_compact(spark: Any, table: Any, expression: Any, key: PartitionKey, *,
             on_rewrite_commit(sid)
     cleanup_tag = new_tag()
     _, removed = remove_dangling_deletes(
-        spark, table, expression, key, plan_id=plan_id, tag=cleanup_tag, covers_whole_table=covers_whole_table,
+        spark, table, expression, plan_id=plan_id, tag=cleanup_tag, covers_whole_table=covers_whole_table,
         committed=commits,
     )
     commits = commits[first:]
