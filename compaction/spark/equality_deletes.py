@@ -198,18 +198,22 @@ def write_equality_delete_file(
     spec_id: int | None = None,
     partition: Sequence[PartitionScalar] = (),
     file_name: str | None = None,
+    partition_struct: JavaObject | None = None,
+    writer: TableFileWriter | None = None,
 ) -> JavaObject:
     """Write one equality-delete Parquet file and return the (uncommitted) Java ``DeleteFile``.
 
     ``rows`` are tuples of values of ``columns`` (Python values: int, str, None; timestamps as int micros or
     aware datetimes) or a pyarrow Table. ``spec_id``/``partition`` name the partition the delete applies to, in
     internal representation (see :mod:`compaction.spark.jvm`); use an unpartitioned spec for a global delete.
+    Callers writing many files may pass the partition's ``PartitionData`` (``partition_struct``) and a ``writer``
+    they keep: building either costs dozens of py4j round trips.
     """
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     j = jvm(spark)
     spec = spec_for(table, spec_id)
-    pdata = partition_data(spark, spec, tuple(partition))
+    pdata = partition_struct if partition_struct is not None else partition_data(spark, spec, tuple(partition))
     arrow = _to_arrow(table, columns, rows)
     name = file_name or f"eqdel-{uuid.uuid4()}.parquet"
     if spec.isPartitioned():
@@ -219,7 +223,7 @@ def write_equality_delete_file(
     buf = io.BytesIO()
     pq.write_table(arrow, buf)
     payload = buf.getvalue()
-    TableFileWriter(spark, table).write(location, payload)
+    (writer or TableFileWriter(spark, table)).write(location, payload)
 
     input_file = table.io().newInputFile(location)
     metrics = j.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(

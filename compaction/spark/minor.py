@@ -568,14 +568,17 @@ def describe_files(spark: Any, table: Any, files: dict[str, Any], into: dict[str
             into[path] = json.loads(str(parser.toJson(f, specs.get(int(f.specId())))))
 
 
-def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: dict[str, list[int]]) -> list[Any]:
-    """v2: new position-delete files for the data files of ``work`` that have positions, rows sorted by
+def write_position_delete_files(spark: Any, table: Any, data_files: dict[str, Any], positions: dict[str, list[int]],
+                                described: dict[str, dict[str, Any]] | None = None) -> list[Any]:
+    """v2: new position-delete files for the data files of ``data_files`` (path -> ``DataFile``) that have positions
+    (path -> sorted positions), rows sorted by
     (file_path, pos) as the spec requires, with Iceberg's metrics: one file per data file (``referenced_data_file``
     set; Iceberg's default granularity) or, with ``write.delete.granularity=partition``, one per partition.
 
     Written by pyarrow and handed to Iceberg as ``ContentFileParser`` JSON parsed in bulk: building each
     ``DeleteFile`` through the Java builder and ``ParquetUtil`` costs dozens of py4j round trips per file, which
-    dominated MINOR on tables with many small data files (bench/minor.py)."""
+    dominated MINOR on tables with many small data files (bench/minor.py). ``described``: a cache of the data files'
+    ``ContentFileParser`` JSON (filled here)."""
     import json
 
     import pyarrow as pa
@@ -584,24 +587,25 @@ def write_position_delete_files(spark: Any, table: Any, work: _Work, positions: 
     from compaction.spark.equality_deletes import TableFileWriter
 
     j = J.jvm(spark)
-    targets = {path: f for path, f in work.data_files.items() if positions.get(path)}
+    targets = {path: f for path, f in data_files.items() if positions.get(path)}
     if not targets:
         return []
-    describe_files(spark, table, targets, work.described)
+    described = {} if described is None else described
+    describe_files(spark, table, targets, described)
     per_partition_files = partition_scoped_output(table)
     provider = table.locationProvider()
     # The default provider puts every file of a partition in one directory: ask once per partition.
     same_directory = str(provider.getClass().getName()).endswith("DefaultLocationProvider")
     groups: dict[tuple[int, str, str], list[str]] = {}  # (spec id, partition JSON, data path or "") -> paths
     for path in sorted(targets):
-        info = work.described[path]
+        info = described[path]
         partition = json.dumps(info.get("partition", {}), sort_keys=True)
         groups.setdefault((int(info["spec-id"]), partition, "" if per_partition_files else path), []).append(path)
     directories: dict[tuple[int, str], str] = {}
     writer = TableFileWriter(spark, table)
     entries = []
     for (spec_id, partition, _), paths in groups.items():
-        info = work.described[paths[0]]
+        info = described[paths[0]]
         name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
         if not same_directory or (spec_id, partition) not in directories:
             spec = table.specs().get(spec_id)
@@ -661,20 +665,28 @@ class _NoPreviousDeletes:
         implements = ["java.util.function.Function"]
 
 
-def write_deletion_vectors(spark: Any, table: Any, work: _Work, positions: dict[str, list[int]]) -> list[Any]:
-    """v3: one DV per data file (old DV + old position deletes + converted rows), all in one Puffin file, written by
-    Iceberg's ``BaseDVFileWriter``. The new positions are staged in one local Parquet file that Iceberg turns into
-    one index per data file in a single call (``Deletes.toPositionIndexes``); old DVs are read by Iceberg's
-    ``BaseDeleteLoader``."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    j = J.jvm(spark)
+def previous_deletion_vectors(work: _Work) -> dict[str, list[Any]]:
+    """The DVs ``work`` absorbs, by the data file they belong to."""
     by_data: dict[str, list[Any]] = {}
     for d in work.positional.values():
         target = d.referencedDataFile()
         if delete_kind(d) is DeleteContent.DELETION_VECTOR and target is not None:
             by_data.setdefault(str(target), []).append(d)
+    return by_data
+
+
+def write_deletion_vectors(spark: Any, table: Any, data_files: dict[str, Any], positions: dict[str, list[int]],
+                           previous: dict[str, list[Any]] | None = None) -> list[Any]:
+    """v3: one DV per data file of ``data_files`` (path -> ``DataFile``) holding its ``positions`` merged with its
+    ``previous`` DVs (path -> DVs being replaced), all in one Puffin file, written by Iceberg's
+    ``BaseDVFileWriter``. The new positions are staged in one local Parquet file that Iceberg turns into one index
+    per data file in a single call (``Deletes.toPositionIndexes``); old DVs are read by Iceberg's
+    ``BaseDeleteLoader``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    j = J.jvm(spark)
+    by_data = previous or {}
     loader = None
     if by_data:
         from pyspark.java_gateway import ensure_callback_server_started
@@ -703,7 +715,7 @@ def write_deletion_vectors(spark: Any, table: Any, work: _Work, positions: dict[
         )
         writer = j.org.apache.iceberg.deletes.BaseDVFileWriter(factory, _NoPreviousDeletes())
         specs: dict[int, Any] = {}
-        for path, data_file in work.data_files.items():
+        for path, data_file in data_files.items():
             # Each index is a fresh object (the staged map's entries are used once; the loader returns new ones),
             # so merging into it is safe.
             index = staged_indexes.get(path) if staged_indexes is not None and positions.get(path) else None
@@ -864,8 +876,14 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
     if not busy:
         return outcomes
     fmt = int(table.operations().current().formatVersion())
-    write = write_deletion_vectors if fmt >= 3 else write_position_delete_files
-    new_files = {i: write(spark, table, changes[i].work, changes[i].positions) for i in busy}
+    new_files = {
+        i: write_deletion_vectors(spark, table, changes[i].work.data_files, changes[i].positions,
+                                  previous_deletion_vectors(changes[i].work))
+        if fmt >= 3 else
+        write_position_delete_files(spark, table, changes[i].work.data_files, changes[i].positions,
+                                    changes[i].work.described)
+        for i in busy
+    }
     removed = {i: {**changes[i].work.equality, **changes[i].work.positional, **changes[i].work.dangling}
                for i in busy}
     work = merge_works(changes[i].work for i in busy)
