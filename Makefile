@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install browser demo test lint typecheck bench clean
+.PHONY: install browser demo test lint typecheck bench bench-scale clean
 
 install:
 	@scripts/install.sh
@@ -31,6 +31,19 @@ bench: install
 	$(PY) bench/inspect_scale.py
 	$(PY) bench/major.py
 	$(PY) bench/minor.py
+	$(PY) bench/scale.py
+
+# Production-shape tables of ~100 MB, ~500 MB and ~2 GB (bulk generator): every contender at every size, ~1 h on
+# 2 cores. SIZES=s,m for a shorter run; FORMAT=3 for deletion vectors.
+bench-scale: install
+	$(PY) bench/scale.py --sizes $${SIZES:-s,m,l} --format-version $${FORMAT:-2}
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
+
+# Metadata path at scale (issue 12): inspect+plan vs Spark at 100k data files (bench/results/inspect_scale.*) and at
+# 1,000,000 data files (bench/results/inspect_scale_1m.*; ~4 min of table building, peak memory, profile).
+.PHONY: bench-metadata
+bench-metadata: install
+	$(PY) bench/inspect_scale.py
+	$(PY) bench/inspect_scale.py --million
