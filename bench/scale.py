@@ -42,6 +42,7 @@ Results: ``bench/results/scale.{txt,json,png}`` (``scale_v3.*`` for v3). Absolut
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import gc
 import json
@@ -54,7 +55,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from _common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
@@ -188,7 +189,7 @@ class SizeRun:
 
         timer = bench.timer
         timer.reset()
-        with timer.installed():
+        with timer.installed(), minor_timers(timer):
             t0 = time.perf_counter()
             with timer.section("inspect"):
                 state = inspect_table(self.catalog_cfg, f"{NAMESPACE}.{name}")
@@ -331,6 +332,28 @@ class SizeRun:
         }
 
 
+MINOR_TARGETS = ("prepare_group", "minor_compact", "commit_changes", "decide_work", "matched_positions",
+                 "absorbed_positions", "collect_positions", "write_position_delete_files", "write_deletion_vectors",
+                 "check_no_conflicting_changes", "scan_partition", "raw_read_blocker")
+
+
+@contextlib.contextmanager
+def minor_timers(timer: M.PhaseTimer) -> Iterator[None]:
+    """The MINOR steps under the same timer (module attributes: looked up when called, so wrapping them is enough)."""
+    from compaction.spark import job, minor
+
+    saved = [(minor, name, getattr(minor, name)) for name in MINOR_TARGETS]
+    saved += [(job, name, getattr(job, name)) for name in ("_run_minor_group", "minor_compact")
+              if hasattr(job, name)]
+    try:
+        for module, name, fn in saved:
+            setattr(module, name, timer.wrap(fn, f"minor.{name}" if module is minor else name))
+        yield
+    finally:
+        for module, name, fn in saved:
+            setattr(module, name, fn)
+
+
 def _drop_deletes(spark: Any, table: str) -> None:
     from compaction.spark import jvm as J
     from compaction.spark.partition_files import _iterate
@@ -468,7 +491,7 @@ def render(r: dict[str, Any]) -> str:
     for k in bd["major_none"]:
         lines.append("   " + f"{k:<60}" + "".join(f"{bd[c][k]:11.2f}" for c in bd))
     mp = r["sizes"][last]["minor_phases"]["minor_count"]
-    top = sorted(((v["median_s"], p) for p, v in mp.items() if p.count("/") <= 2), reverse=True)[:10]
+    top = sorted(((v["median_s"], p) for p, v in mp.items() if p.count("/") <= 4), reverse=True)[:16]
     lines += [f"where our MINOR (count) spends its time at {last} (inclusive seconds, top call paths):"]
     lines += [f"   {p:<70}{t:8.2f}" for t, p in top]
     lines += ["", "notes:"] + [f"   {n}" for n in r.get("notes", [])]
