@@ -106,14 +106,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _filter_text(args: argparse.Namespace) -> str | None:
+    """``--partition``, syntax-checked before anything else happens (binding to the table comes next)."""
+    if args.partition is None:
+        return None
+    from compaction.filters import parse_row_filter
+
+    parse_row_filter(args.partition)
+    return str(args.partition)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    from compaction.core.partition_filter import parse_partition_filter
     from compaction.core.planner import CompactionMode, plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import inspect_table
+    from compaction.filters import compile_partition_filter
+    from compaction.inspect import load_table, table_state
 
-    partition_filter = parse_partition_filter(args.partition) if args.partition else None
-    state = inspect_table(_catalog(args), args.table)
+    text = _filter_text(args)
+    identity, table = load_table(_catalog(args), args.table)
+    partition_filter = compile_partition_filter(table, text, table_name=identity.dotted)
+    state = table_state(table, identity)
     policy = CompactionPolicy.resolve(state.properties, _parse_overrides(args.set))
     now = _dt.datetime.now(_dt.timezone.utc)
     result = plan(state, policy, CompactionMode(args.mode), now,
@@ -127,6 +139,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def format_plan(result) -> str:  # type: ignore[no-untyped-def]
     lines = [f"plan {result.plan_id} for {result.table} at snapshot {result.base_snapshot_id} (mode {result.mode.value})"]
+    if result.partition_filter is not None:
+        lines.append(f"partition filter: {result.partition_filter.to_text()}")
     rows = [(d.partition.label(), d.kind.value.upper(), d.reason) for d in result.decisions]
     lines.append(render_table(["partition", "decision", "reason"], rows) if rows else "(no partitions)")
     for group in result.groups:
@@ -175,14 +189,13 @@ def _n(value: object) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from compaction.core.partition_filter import parse_partition_filter
     from compaction.core.plan import CompactionMode
     from compaction.runner import run_table
 
-    partition_filter = parse_partition_filter(args.partition) if args.partition else None
+    text = _filter_text(args)
     catalog = _catalog(args)
     report = run_table(
-        catalog, args.table, mode=CompactionMode(args.mode), partition_filter=partition_filter,
+        catalog, args.table, mode=CompactionMode(args.mode), partition_filter=text,
         overrides=_parse_overrides(args.set), dry_run=args.dry_run, validation=args.validation,
         max_retries=args.max_retries, max_parallel_jobs=args.max_parallel_jobs,
         progress=lambda m: print(m, file=sys.stderr, flush=True),
@@ -287,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="decide NONE/MINOR/MAJOR per partition and group the work")
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
-    p.add_argument("--partition", help="partition filter, e.g. \"ts_day>=2024-01-01 and region=EU\"")
+    p.add_argument("--partition", metavar="FILTER",
+                   help="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02' and region = 'EU'\"; partitions "
+                        "are selected by inclusive projection, as Iceberg's scan planning does (see README)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
@@ -295,7 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="plan and compact a table on Spark (spark-submit), record the run")
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
-    p.add_argument("--partition", help="partition filter, e.g. \"ts_day>=2024-01-01 and region=EU\"")
+    p.add_argument("--partition", metavar="FILTER",
+                   help="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02' and region = 'EU'\"; partitions "
+                        "are selected by inclusive projection, as Iceberg's scan planning does (see README)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="plan and record, submit nothing")
     p.add_argument("--validation", choices=["none", "count", "checksum"], default="checksum")

@@ -20,7 +20,7 @@ from compaction.core.partition_filter import PartitionFilter
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
 from compaction.core.planner import plan as make_plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.inspect import inspect_table, load_table, table_state
 from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
 from compaction.spark.session import SparkSettings
 from compaction.spark.submit import SubmitRequest, make_app_name, run_submit
@@ -88,7 +88,7 @@ def run_table(
     table_name: str,
     *,
     mode: CompactionMode = CompactionMode.AUTO,
-    partition_filter: PartitionFilter | None = None,
+    partition_filter: str | PartitionFilter | None = None,
     overrides: Mapping[str, object] | None = None,
     dry_run: bool = False,
     validation: str = "checksum",
@@ -104,7 +104,12 @@ def run_table(
     airflow_run_id: str | None = None,
 ) -> RunReport:
     now = now or _dt.datetime.now(_dt.timezone.utc)
-    state = inspect_table(catalog, table_name)
+    identity, table = load_table(catalog, table_name)
+    if isinstance(partition_filter, str):  # a row filter on source columns (compaction.filters), checked first
+        from compaction.filters import compile_partition_filter
+
+        partition_filter = compile_partition_filter(table, partition_filter, table_name=identity.dotted)
+    state = table_state(table, identity)
     policy = CompactionPolicy.resolve(state.properties, overrides)
     compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter)
     own_ledger = ledger is None

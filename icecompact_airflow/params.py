@@ -1,9 +1,11 @@
 """The DAG's run parameters, validated with the platform's own validators (no Airflow, no heavy imports).
 
 Airflow's ``Param`` JSON schema catches wrong types and enum values when a run is created; :func:`parse_params`
-then checks meaning (partition filter language, policy keys and ranges, table names and patterns, catalog name)
+then checks meaning (partition filter syntax, policy keys and ranges, table names and patterns, catalog name)
 in the first task, before anything is inspected, planned or submitted. Every problem is a
-:class:`~compaction.core.errors.ConfigError` (or ``PlanningError`` for a filter) whose message names the parameter.
+:class:`~compaction.core.errors.ConfigError` whose message names the parameter. The partition filter is an Iceberg
+row filter on source columns (:mod:`compaction.filters`); its syntax is checked here, its columns, literals and
+projection against each selected table by the ``discover`` task (:func:`icecompact_airflow.tasks.discover`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import Any, Mapping, Sequence
 from compaction.core.errors import CompactionError, ConfigError
 from compaction.core.identifiers import parse_table_identifier, validate_identifier_part
 from compaction.core.intervals import TimeWindow
-from compaction.core.partition_filter import PartitionFilter, parse_partition_filter
 from compaction.core.plan import CompactionMode
 from compaction.core.policy import CompactionPolicy
 
@@ -45,7 +46,7 @@ DEFAULTS: Mapping[str, Any] = {
 class RunParams:
     tables: tuple[str, ...]
     mode: CompactionMode = CompactionMode.AUTO
-    partition_filter: PartitionFilter | None = None
+    partition_filter: str | None = None  # row-filter text, syntax checked (bound per table by compile_partition_filter)
     dry_run: bool = False
     policy: Mapping[str, object] = field(default_factory=dict)
     max_parallel_jobs: int = 2
@@ -114,11 +115,15 @@ def parse_params(raw: Mapping[str, Any]) -> RunParams:
         raise _bad("mode", values["mode"], "expected one of auto, minor, major") from None
     text = values["partition_filter"]
     if text is not None and not isinstance(text, str):
-        raise _bad("partition_filter", text, "expected filter text such as \"ts_day >= 2024-01-01\"")
-    try:
-        partition_filter = parse_partition_filter(text) if text and text.strip() else None
-    except CompactionError as e:
-        raise _bad("partition_filter", text, e.message) from None
+        raise _bad("partition_filter", text, "expected filter text such as \"ts >= '2024-01-02'\"")
+    partition_filter = text.strip() if text and text.strip() else None
+    if partition_filter is not None:
+        from compaction.filters import parse_row_filter  # pyiceberg's parser; never imported when the DAG is parsed
+
+        try:
+            parse_row_filter(partition_filter)
+        except CompactionError as e:
+            raise _bad("partition_filter", text, e.message) from None
     if not isinstance(values["dry_run"], bool):
         raise _bad("dry_run", values["dry_run"], "expected true or false")
     policy = values["policy"]

@@ -35,7 +35,7 @@ def discover(raw_params: Mapping[str, Any]) -> list[str]:
     names/patterns select. A plain name that does not exist is an error; a pattern may match nothing."""
     params = parse_params(raw_params)
     catalog = _catalog(params)
-    from compaction.core.errors import CatalogError
+    from compaction.core.errors import CatalogError, CompactionError
 
     loaded = catalog.load()
     try:
@@ -52,6 +52,17 @@ def discover(raw_params: Mapping[str, Any]) -> list[str]:
     selected = sorted(t for t in existing if params.matches(t))
     log.info("catalog %s: %d table(s) selected by %s: %s", catalog.name, len(selected), list(params.tables),
              ", ".join(selected) or "none")
+    if params.partition_filter is not None:  # bind and project it on every selected table now: fail fast
+        from compaction.filters import compile_partition_filter
+        from compaction.inspect import load_table
+
+        for table_name in selected:
+            identity, table = load_table(catalog, table_name)
+            try:
+                compiled = compile_partition_filter(table, params.partition_filter, table_name=identity.dotted)
+            except CompactionError as e:
+                raise type(e)(f"invalid DAG param partition_filter={params.partition_filter!r}: {e.message}") from e
+            log.info("%s: partition filter %s", table_name, compiled.describe() if compiled else "none")
     return selected
 
 
@@ -86,7 +97,11 @@ def spec_fields(table: Any) -> list[Any]:
             source_type = str(schema.find_field(pf.source_id).field_type)
         except ValueError:
             source_type = "unknown"
-        out.append(SpecField(pf.name, str(pf.transform), source_type))
+        try:
+            source_column = schema.find_column_name(pf.source_id) or ""
+        except ValueError:
+            source_column = ""
+        out.append(SpecField(pf.name, str(pf.transform), source_type, source_column))
     return out
 
 
@@ -100,19 +115,21 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     params = parse_params(raw_params)
     catalog = _catalog(params)
     from compaction.cli import format_plan
-    from compaction.core.intervals import combine_filters, partition_window_for
+    from compaction.core.intervals import partition_window_for
     from compaction.core.planner import plan as make_plan
     from compaction.core.policy import CompactionPolicy
+    from compaction.filters import compile_partition_filter
     from compaction.inspect import load_table, table_state
     from compaction.ledger import Ledger, RunStatus, RunTrigger
     from compaction.runner import is_single_writer, write_plan
 
     table_name = str(inspection["table"])
     identity, table = load_table(catalog, table_name)
-    state = table_state(table, identity, inspection.get("snapshot_id"))
     window = partition_window_for(spec_fields(table), params.window, run_type, data_interval_start,
                                   data_interval_end)
-    partition_filter = combine_filters(params.partition_filter, window)
+    # The user's row filter and the data interval (a row filter on the time column), bound and projected together.
+    partition_filter = compile_partition_filter(table, params.partition_filter, window, table_name=identity.dotted)
+    state = table_state(table, identity, inspection.get("snapshot_id"))
     policy = CompactionPolicy.resolve(state.properties, params.policy)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     compaction_plan = make_plan(state, policy, params.mode, now, partition_filter=partition_filter)

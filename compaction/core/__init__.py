@@ -5,7 +5,9 @@
 * :mod:`compaction.core.policy` - ``CompactionPolicy`` and its ``compaction.*`` table-property keys.
 * :mod:`compaction.core.planner` - per-partition decisions and cost-balanced task planning.
 * :mod:`compaction.core.plan` - the versioned, JSON round-trippable ``CompactionPlan``.
-* :mod:`compaction.core.partition_filter` - the safe partition-filter language.
+* :mod:`compaction.core.partition_filter` - partition filters in projected form (parsed and projected by
+  :mod:`compaction.filters`).
+* :mod:`compaction.core.intervals` - data intervals of DAG runs as row filters on the time column.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from compaction.core.model import (
     TableIdentity,
     TableState,
 )
-from compaction.core.partition_filter import FilterCondition, FilterLiteral, PartitionFilter, parse_partition_filter
+from compaction.core.partition_filter import PartitionFilter, PartitionPredicate, SpecProjection
 from compaction.core.plan import (
     PLAN_FORMAT_VERSION,
     CompactionKind,
@@ -61,17 +63,17 @@ __all__ = [
     "DeferredPartition",
     "DeleteContent",
     "DeleteFileInfo",
-    "FilterCondition",
-    "FilterLiteral",
     "JobGroup",
     "PLAN_FORMAT_VERSION",
     "PartitionDecision",
     "PartitionFieldValue",
     "PartitionFilter",
+    "PartitionPredicate",
     "PartitionKey",
     "PartitionScalar",
     "PartitionState",
     "PlanningError",
+    "SpecProjection",
     "RewriteJobError",
     "StalePlanError",
     "TableIdentity",
@@ -79,7 +81,6 @@ __all__ = [
     "TaskPlan",
     "UnsupportedTableError",
     "evaluate_partition",
-    "parse_partition_filter",
     "plan",
     "plan_tasks",
 ]

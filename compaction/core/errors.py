@@ -23,7 +23,8 @@ class CompactionError(Exception):
 
 
 class ConfigError(CompactionError):
-    """A configuration value (catalog property, policy key, run parameter) is missing or invalid."""
+    """A configuration value (catalog property, policy key, run parameter) is missing or invalid; also a partition
+    filter that is malformed, names an unknown column or has a literal of the wrong type (see compaction.filters)."""
 
     exit_code = 2
 
@@ -35,7 +36,8 @@ class CatalogError(CompactionError):
 
 
 class PlanningError(CompactionError):
-    """The planner cannot produce a plan (bad partition filter, inconsistent state)."""
+    """The planner cannot produce a plan (a partition filter that can never narrow the table's partitions, an
+    inconsistent state)."""
 
     exit_code = 4
 

@@ -1,18 +1,17 @@
-"""Data intervals -> partition filters: what a scheduled or backfill run of the DAG compacts.
+"""Data intervals -> row filters on the time column: what a scheduled or backfill run of the DAG compacts.
 
 A run of the Airflow DAG covers a data interval ``[start, end)``. For a *time-partitioned* table (its default spec
 has a ``year``/``month``/``day``/``hour`` transform of a ``date``/``timestamp`` column, or an ``identity`` field on a
-``date`` column) the run compacts only the partitions whose time range overlaps that interval, so
+``date`` column) the run compacts only the partitions that can hold rows of that interval, so
 ``airflow backfill create --from-date A --to-date B`` compacts exactly the partitions of those days.
 
-Partition values are in Iceberg's internal representation (see :mod:`compaction.core.model`): ``day`` and
-identity ``date`` -> days since 1970-01-01, ``hour`` -> hours since the epoch, ``month`` -> months since 1970-01,
-``year`` -> years since 1970. The interval is converted to UTC; for a ``timestamp`` (without zone) column the UTC
-wall clock is used, as Spark does with ``spark.sql.session.timeZone=UTC``.
-
-The result is a :class:`~compaction.core.partition_filter.PartitionFilter` built from typed conditions (never
-from text), so it is recorded in the plan like a user's filter and combines with one by conjunction. Only the
-first time field of the default spec is used; partitions of older specs that lack that field do not match.
+The interval becomes a row filter on the *source* column of that field (:class:`IntervalFilter`, e.g.
+``ts >= '2024-01-02T00:00:00+00:00' and ts < '2024-01-03T00:00:00+00:00'``), which goes through the same machinery
+as a user's ``partition_filter`` (:mod:`compaction.filters`: bound to the schema, projected inclusively onto every
+partition spec, combined with the user's filter by ``and``, recorded in its normalised bound form). Literals: a
+``timestamptz`` column gets UTC instants with ``+00:00``; a ``timestamp`` (without zone) column the UTC wall clock,
+as Spark writes it with ``spark.sql.session.timeZone=UTC``; a ``date`` column the first and last UTC dates of the
+interval (``d >= first and d <= last``).
 
 Pure: stdlib only, no clock, no I/O.
 """
@@ -25,24 +24,22 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from compaction.core.errors import ConfigError
-from compaction.core.partition_filter import FilterCondition, FilterLiteral, PartitionFilter
 
 __all__ = [
     "SpecField",
+    "RowCondition",
+    "IntervalFilter",
     "TimeWindow",
     "TIME_TRANSFORMS",
     "TIME_SOURCE_TYPES",
     "time_partition_field",
     "interval_filter",
-    "combine_filters",
     "window_applies",
     "partition_window_for",
 ]
 
 TIME_TRANSFORMS: tuple[str, ...] = ("year", "month", "day", "hour")
 TIME_SOURCE_TYPES: frozenset[str] = frozenset({"date", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"})
-_EPOCH_DATE = _dt.date(1970, 1, 1)
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _ONE_MICROSECOND = _dt.timedelta(microseconds=1)
 
 
@@ -61,12 +58,14 @@ INTERVAL_RUN_TYPES: frozenset[str] = frozenset({"scheduled", "backfill"})
 
 @dataclass(frozen=True)
 class SpecField:
-    """One partition field of a spec: its name, transform (``day``, ``identity``, ``bucket[8]``, ...) and the type
-    of its source column (``date``, ``timestamptz``, ``string``, ...), as pyiceberg prints them."""
+    """One partition field of a spec: its name, transform (``day``, ``identity``, ``bucket[8]``, ...), the type
+    of its source column (``date``, ``timestamptz``, ``string``, ...), as pyiceberg prints them, and the source
+    column's (dotted) name."""
 
     name: str
     transform: str
     source_type: str
+    source_column: str = ""
 
     @property
     def is_time(self) -> bool:
@@ -92,55 +91,68 @@ def _utc(value: _dt.datetime, what: str) -> _dt.datetime:
     return value.astimezone(_dt.timezone.utc)
 
 
-def _unit(transform: str, instant: _dt.datetime) -> int:
-    """The internal partition value of the partition that holds ``instant`` (UTC)."""
-    if transform in ("day", "identity"):
-        return (instant.date() - _EPOCH_DATE).days
-    if transform == "hour":
-        return (instant - _EPOCH) // _dt.timedelta(hours=1)
-    if transform == "month":
-        return (instant.year - 1970) * 12 + instant.month - 1
-    if transform == "year":
-        return instant.year - 1970
-    raise ConfigError(f"transform {transform!r} is not a time transform")
+@dataclass(frozen=True)
+class RowCondition:
+    """``column op 'literal'`` on a source column; ``literal`` is ISO text of the column's type."""
+
+    column: str
+    op: str  # ">=", "<", "<="
+    literal: str
+
+    def to_text(self) -> str:
+        return f"{quote_column(self.column)} {self.op} '{self.literal}'"
 
 
-def _literal(transform: str, value: int) -> FilterLiteral:
-    if transform in ("day", "identity"):  # a date literal compares as days with day / identity-date fields
-        return FilterLiteral("date", (_EPOCH_DATE + _dt.timedelta(days=value)).isoformat())
-    return FilterLiteral("int", str(value))
+@dataclass(frozen=True)
+class IntervalFilter:
+    """A data interval as a conjunction of :class:`RowCondition` on the time column."""
+
+    conditions: tuple[RowCondition, ...]
+
+    def to_text(self) -> str:
+        return " and ".join(c.to_text() for c in self.conditions)
+
+    def __str__(self) -> str:
+        return self.to_text()
 
 
-def interval_filter(field: SpecField, start: _dt.datetime, end: _dt.datetime) -> PartitionFilter:
-    """Partitions of ``field`` whose time range overlaps ``[start, end)``: ``field >= first and field <= last``.
+_BARE_NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+_RESERVED = frozenset({"and", "or", "not", "is", "in", "null", "nan", "like", "between", "true", "false"})
+
+
+def quote_column(name: str) -> str:
+    """A (dotted) column name as Iceberg's row-filter parser reads it: each part bare, or in double quotes."""
+    parts = []
+    for part in name.split("."):
+        bare = bool(part) and set(part) <= _BARE_NAME and not part[0].isdigit() and part[0] != "$"
+        parts.append(part if bare and part.lower() not in _RESERVED else '"' + part.replace('"', '\\"') + '"')
+    return ".".join(parts)
+
+
+def interval_filter(field: SpecField, start: _dt.datetime, end: _dt.datetime) -> IntervalFilter:
+    """Rows of ``field``'s source column inside ``[start, end)`` (see the module docstring for the literals).
 
     Raises :class:`ConfigError` for a naive datetime, an empty or inverted interval, or a non-time field.
     """
     if not field.is_time:
         raise ConfigError(f"partition field {field.name!r} ({field.transform} of {field.source_type}) is not a time field")
+    if not field.source_column:
+        raise ConfigError(f"partition field {field.name!r} has no source column in the current schema")
     lo, hi = _utc(start, "data interval start"), _utc(end, "data interval end")
     if hi <= lo:
         raise ConfigError(
             f"empty data interval [{lo.isoformat()}, {hi.isoformat()}): a run restricted to its data interval needs an "
             f"interval timetable (the DAG's schedule) or a window of 'all'"
         )
-    first, last = _unit(field.transform, lo), _unit(field.transform, hi - _ONE_MICROSECOND)
-    try:
-        conditions = (
-            FilterCondition(field.name, ">=", (_literal(field.transform, first),)),
-            FilterCondition(field.name, "<=", (_literal(field.transform, last),)),
-        )
-        return PartitionFilter.from_dict({"conditions": [c.to_dict() for c in conditions]})  # validates the name
-    except ConfigError:
-        raise
-    except Exception as e:  # PlanningError for a field name the filter language cannot hold
-        raise ConfigError(f"cannot build a partition filter on field {field.name!r}: {e}") from e
-
-
-def combine_filters(*filters: PartitionFilter | None) -> PartitionFilter | None:
-    """Conjunction of the given filters (``None`` entries ignored); ``None`` when all are ``None``."""
-    conditions = tuple(c for f in filters if f is not None for c in f.conditions)
-    return PartitionFilter(conditions) if conditions else None
+    column, source = field.source_column, field.source_type.lower()
+    if source == "date":
+        first, last = lo.date(), (hi - _ONE_MICROSECOND).date()
+        return IntervalFilter((RowCondition(column, ">=", first.isoformat()), RowCondition(column, "<=", last.isoformat())))
+    if source.startswith("timestamptz"):
+        lower, upper = lo.isoformat(), hi.isoformat()
+    else:  # timestamp without zone: the UTC wall clock
+        lower, upper = lo.replace(tzinfo=None).isoformat(), hi.replace(tzinfo=None).isoformat()
+    return IntervalFilter((RowCondition(column, ">=", lower), RowCondition(column, "<", upper)))
 
 
 def window_applies(window: TimeWindow | str, run_type: str) -> bool:
@@ -164,8 +176,8 @@ def partition_window_for(
     run_type: str,
     start: _dt.datetime | None,
     end: _dt.datetime | None,
-) -> PartitionFilter | None:
-    """The data-interval filter for one table, or ``None`` when the run is not restricted (window, run type) or
+) -> IntervalFilter | None:
+    """The data-interval row filter for one table, or ``None`` when the run is not restricted (window, run type) or
     the table is not time-partitioned. A restricted run without a data interval is a :class:`ConfigError`."""
     if not window_applies(window, run_type):
         return None

@@ -80,7 +80,8 @@ def test_backfill_create_compacts_exactly_its_days(spark, sqlite_catalog: Catalo
     for run, plan in runs:
         assert run.status is RunStatus.SUCCEEDED and run.dry_run
         day = _dt.date.fromisoformat(run.airflow_run_id[len("backfill__"):][:10]) - _dt.timedelta(days=1)
-        assert plan["partition_filter"]["text"] == f"ts_day >= {day} and ts_day <= {day}"
+        after = day + _dt.timedelta(days=1)
+        assert plan["partition_filter"]["text"] == f"ts >= '{day}T00:00:00+00:00' and ts < '{after}T00:00:00+00:00'"
         days = {EPOCH + _dt.timedelta(days=f["value"]) for d in plan["decisions"] for f in d["partition"]["fields"]}
         assert days == {day}, (run.airflow_run_id, days)
         planned[run.airflow_run_id] = day

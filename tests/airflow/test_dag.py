@@ -116,7 +116,8 @@ def test_a_run_plans_only_its_data_intervals_partitions(spark, sqlite_catalog: C
     (run,) = _runs_of(dag_run.run_id)
     assert run.dry_run and run.status is RunStatus.SUCCEEDED
     plan = _plan_of(run)
-    assert plan["partition_filter"]["text"] == f"ts_day >= {start.date()} and ts_day <= {start.date()}"
+    assert plan["partition_filter"]["text"] == (f"ts >= '{start.date()}T00:00:00+00:00' and "
+                                                f"ts < '{end.date()}T00:00:00+00:00'")
     assert _days(plan["decisions"]) == interval_days
     assert plan["groups"] and _days([t for g in plan["groups"] for t in g["tasks"]]) == interval_days
     assert "compact" not in {t for (t, i) in task_states(dag_run) if i >= 0}, "a dry run starts no Spark job"
@@ -142,8 +143,29 @@ def test_invalid_params_fail_before_any_work(sqlite_catalog: CatalogConfig, airf
     assert not [i for (t, i) in states if t == "compact" and i >= 0], "no Spark job"
     assert _runs_of(dag_run.run_id) == [], "no ledger run"
     log = "".join(capfd.readouterr())  # the task log (Airflow's structlog writes to the console in dag.test)
-    assert "ConfigError: invalid DAG param partition_filter='ts_day = 1 or 1 = 1': invalid partition filter: " \
-           "unsupported keyword (only 'and' is supported): 'or' at position 11" in log
+    assert "ConfigError: invalid DAG param partition_filter='ts_day = 1 or 1 = 1': invalid partition filter " \
+           "'ts_day = 1 or 1 = 1': cannot parse at character 15" in log
+
+    # Valid syntax, but a column the table does not have: discover binds the filter to each selected table.
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import DayTransform
+    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+    loaded = sqlite_catalog.load()
+    loaded.create_namespace("bf")
+    loaded.create_table("bf.events", Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()),
+                                            NestedField(3, "note", StringType())),
+                        partition_spec=PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day")))
+    for text, error in [("nosuch = 1", "ConfigError: invalid DAG param partition_filter='nosuch = 1': invalid "
+                                       "partition filter: unknown column 'nosuch' in bf.events"),
+                        ("note = 'x'", "PlanningError: invalid DAG param partition_filter=\"note = 'x'\": partition "
+                                       "filter: note = 'x' can never narrow the partitions of bf.events")]:
+        dag_run = fresh_dag().test(run_conf={**bad, "partition_filter": text})
+        states = task_states(dag_run)
+        assert states[("discover", -1)] == "failed" and _runs_of(dag_run.run_id) == []
+        assert not [i for (t, i) in states if t in ("inspect", "compact") and i >= 0], states
+        assert error in "".join(capfd.readouterr())
 
     # A value outside the Param schema is refused when the run is created, before any task runs.
     from airflow.sdk.exceptions import ParamValidationError

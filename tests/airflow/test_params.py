@@ -19,11 +19,13 @@ def test_defaults_and_good_values() -> None:
     assert params.tables == ("*",) and params.mode is CompactionMode.AUTO and params.window is TimeWindow.AUTO
     assert params.matches("demo.events")
     good = parse_params({"tables": ["db.orders", "sales_*.t?"], "mode": "major", "policy": {"major.delete-ratio": "0.2"},
-                         "partition_filter": "ts_day >= 2024-01-01 and region = 'EU'", "catalog": "prod",
+                         "partition_filter": " ts >= '2024-01-01' and region = 'EU' ", "catalog": "prod",
                          "max_parallel_jobs": 4, "validation": "count", "window": "data_interval"})
     assert good.explicit_tables == ("db.orders",)
     assert good.matches("db.orders") and good.matches("sales_eu.t1") and not good.matches("db.orders_old")
-    assert good.partition_filter is not None and good.partition_filter.to_text().startswith("ts_day >= 2024-01-01")
+    # syntax checked here; columns, literals and projection per table in discover (tests/test_filters.py)
+    assert good.partition_filter == "ts >= '2024-01-01' and region = 'EU'"
+    assert parse_params({"partition_filter": "  "}).partition_filter is None
     assert parse_params({"tables": "a.b, c.*"}).tables == ("a.b", "c.*")
     assert set(DEFAULTS) == {"tables", "mode", "partition_filter", "dry_run", "policy", "max_parallel_jobs",
                              "validation", "max_retries", "catalog", "window"}
@@ -37,7 +39,12 @@ def test_defaults_and_good_values() -> None:
         ({"tables": ["db.`*`"]}, "pattern 'db.`*`' may only use"),
         ({"tables": ["orders"]}, "expected NAMESPACE.TABLE"),
         ({"mode": "fast"}, "invalid DAG param mode='fast': expected one of auto, minor, major"),
-        ({"partition_filter": "ts_day = 1; drop"}, "invalid DAG param partition_filter='ts_day = 1; drop'"),
+        ({"partition_filter": "ts_day = 1; drop"},
+         "invalid DAG param partition_filter='ts_day = 1; drop': invalid partition filter 'ts_day = 1; drop': "
+         "cannot parse at character 11 ('; drop')"),
+        ({"partition_filter": "ts_day=2024-01-05"}, "(the partition-field form ts_day=2024-01-05 is retired)"),
+        ({"partition_filter": "region like '%EU'"}, "LIKE expressions only supports wildcard"),
+        ({"partition_filter": 5}, "invalid DAG param partition_filter=5: expected filter text"),
         ({"policy": {"major.delete-ratio": 5}}, "invalid DAG param policy={'major.delete-ratio': 5}: invalid value 5"),
         ({"policy": {"no.such-key": 1}}, "invalid DAG param policy={'no.such-key': 1}"),
         ({"policy": "ratio=1"}, "invalid DAG param policy='ratio=1': expected an object"),

@@ -16,7 +16,6 @@ from af_support import ApiServer, AuthProxy, catalog_connection_env, png_pixels
 
 from compaction.catalog import CatalogConfig
 from compaction.cli import partition_health_rows
-from compaction.core.partition_filter import parse_partition_filter
 from compaction.core.plan import CompactionMode
 from compaction.inspect import inspect_table
 from compaction.ledger import Ledger, RunStatus, RunTrigger
@@ -48,7 +47,7 @@ def test_plugin_health_and_history_behind_airflow_auth(spark, sqlite_catalog: Ca
              WorkloadSpec(seed=23, partitioning="days_ts", commits=2, rows_per_commit=20, days_span=3))
     # A real compaction of one day, so the page has both: partitions with deletes, and a run's before/after.
     report = run_table(sqlite_catalog, "ui.events", mode=CompactionMode.MAJOR, validation="count",
-                       partition_filter=parse_partition_filter("ts_day = 2024-01-01"), trigger=RunTrigger.TEST)
+                       partition_filter="ts >= '2024-01-01' and ts < '2024-01-02'", trigger=RunTrigger.TEST)
     assert report.status is RunStatus.SUCCEEDED and report.outcomes, report.errors
     state = inspect_table(sqlite_catalog, "ui.events")
     labels = [p.key.label() for p in state.partitions]

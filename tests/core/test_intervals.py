@@ -1,4 +1,7 @@
-"""Data interval -> partition filter (pure): what a scheduled or backfill DAG run compacts."""
+"""Data interval -> row filter on the time column (pure): what a scheduled or backfill DAG run compacts.
+
+Which partitions such a filter selects (day/hour/month/year and identity-date fields, every spec) is tested where it
+is projected, in tests/test_filters.py."""
 
 from __future__ import annotations
 
@@ -8,72 +11,50 @@ import pytest
 
 from compaction.core.errors import ConfigError
 from compaction.core.intervals import (
+    IntervalFilter,
+    RowCondition,
     SpecField,
-    combine_filters,
     interval_filter,
     partition_window_for,
+    quote_column,
     time_partition_field,
     window_applies,
 )
-from compaction.core.model import PartitionFieldValue, PartitionKey
-from compaction.core.partition_filter import parse_partition_filter
 
 UTC = _dt.timezone.utc
-DAY = SpecField("ts_day", "day", "timestamptz")
+DAY = SpecField("ts_day", "day", "timestamptz", "ts")
 
 
-def _key(name: str, transform: str, value: int | None, source: str = "ts") -> PartitionKey:
-    return PartitionKey(0, (PartitionFieldValue(name, transform, source, value),))
-
-
-def _days(d: _dt.date) -> int:
-    return (d - _dt.date(1970, 1, 1)).days
-
-
-def test_day_interval_selects_exactly_its_days() -> None:
+def test_timestamptz_interval_is_a_half_open_utc_range() -> None:
     flt = interval_filter(DAY, _dt.datetime(2024, 1, 2, tzinfo=UTC), _dt.datetime(2024, 1, 4, tzinfo=UTC))
-    assert flt.to_text() == "ts_day >= 2024-01-02 and ts_day <= 2024-01-03"
-    selected = [d for d in range(_days(_dt.date(2023, 12, 30)), _days(_dt.date(2024, 1, 8)))
-                if flt(_key("ts_day", "day", d))]
-    assert selected == [_days(_dt.date(2024, 1, 2)), _days(_dt.date(2024, 1, 3))]
-    assert not flt(_key("ts_day", "day", None))
-    assert parse_partition_filter(flt.to_text()) == flt  # recorded in the plan as ordinary filter text
+    assert flt == IntervalFilter((RowCondition("ts", ">=", "2024-01-02T00:00:00+00:00"),
+                                  RowCondition("ts", "<", "2024-01-04T00:00:00+00:00")))
+    assert flt.to_text() == "ts >= '2024-01-02T00:00:00+00:00' and ts < '2024-01-04T00:00:00+00:00'"
 
 
-def test_partial_days_and_other_time_zones_are_converted_to_utc() -> None:
+def test_other_time_zones_are_converted_to_utc() -> None:
     cet = _dt.timezone(_dt.timedelta(hours=1))
     flt = interval_filter(DAY, _dt.datetime(2024, 1, 2, 0, 30, tzinfo=cet), _dt.datetime(2024, 1, 2, 12, tzinfo=UTC))
-    assert flt.to_text() == "ts_day >= 2024-01-01 and ts_day <= 2024-01-02"
+    assert flt.to_text() == "ts >= '2024-01-01T23:30:00+00:00' and ts < '2024-01-02T12:00:00+00:00'"
 
 
-@pytest.mark.parametrize(
-    ("transform", "start", "end", "first", "last"),
-    [
-        ("hour", _dt.datetime(1970, 1, 2, 3, tzinfo=UTC), _dt.datetime(1970, 1, 2, 5, tzinfo=UTC), 27, 28),
-        ("month", _dt.datetime(2024, 1, 31, tzinfo=UTC), _dt.datetime(2024, 2, 1, tzinfo=UTC), 648, 648),
-        ("month", _dt.datetime(2024, 1, 31, tzinfo=UTC), _dt.datetime(2024, 2, 1, 1, tzinfo=UTC), 648, 649),
-        ("year", _dt.datetime(2023, 12, 31, tzinfo=UTC), _dt.datetime(2024, 1, 2, tzinfo=UTC), 53, 54),
-    ],
-)
-def test_hour_month_year_use_internal_units(transform: str, start: _dt.datetime, end: _dt.datetime,
-                                            first: int, last: int) -> None:
-    field = SpecField(f"ts_{transform}", transform, "timestamp")
-    flt = interval_filter(field, start, end)
-    assert flt.to_text() == f"ts_{transform} >= {first} and ts_{transform} <= {last}"
-    assert flt(_key(field.name, transform, first)) and flt(_key(field.name, transform, last))
-    assert not flt(_key(field.name, transform, first - 1)) and not flt(_key(field.name, transform, last + 1))
+def test_timestamp_without_zone_uses_the_utc_wall_clock_and_dates_are_inclusive() -> None:
+    hour = SpecField("ts_hour", "hour", "timestamp", "ts")
+    cet = _dt.timezone(_dt.timedelta(hours=1))
+    flt = interval_filter(hour, _dt.datetime(1970, 1, 2, 4, tzinfo=cet), _dt.datetime(1970, 1, 2, 5, tzinfo=UTC))
+    assert flt.to_text() == "ts >= '1970-01-02T03:00:00' and ts < '1970-01-02T05:00:00'"
+    event_date = SpecField("event_date", "identity", "date", "event_date")
+    flt = interval_filter(event_date, _dt.datetime(2024, 3, 1, 12, tzinfo=UTC), _dt.datetime(2024, 3, 3, tzinfo=UTC))
+    assert flt.to_text() == "event_date >= '2024-03-01' and event_date <= '2024-03-02'"
 
 
 def test_identity_date_field_is_time_but_identity_int_or_timestamp_is_not() -> None:
-    event_date = SpecField("event_date", "identity", "date")
-    flt = interval_filter(event_date, _dt.datetime(2024, 3, 1, tzinfo=UTC), _dt.datetime(2024, 3, 2, tzinfo=UTC))
-    assert flt(_key("event_date", "identity", _days(_dt.date(2024, 3, 1)), "event_date"))
-    assert not flt(_key("event_date", "identity", _days(_dt.date(2024, 3, 2)), "event_date"))
-    fields = [SpecField("n", "identity", "int"), SpecField("b", "bucket[8]", "long"),
-              SpecField("t", "identity", "timestamptz"), event_date, DAY]
+    event_date = SpecField("event_date", "identity", "date", "event_date")
+    fields = [SpecField("n", "identity", "int", "n"), SpecField("b", "bucket[8]", "long", "b"),
+              SpecField("t", "identity", "timestamptz", "t"), event_date, DAY]
     assert time_partition_field(fields) == event_date
     assert time_partition_field(fields[:3]) is None
-    assert time_partition_field([SpecField("region_day", "day", "string")]) is None
+    assert time_partition_field([SpecField("region_day", "day", "string", "region")]) is None
 
 
 def test_bad_intervals_and_fields_are_config_errors() -> None:
@@ -83,9 +64,14 @@ def test_bad_intervals_and_fields_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="timezone-aware"):
         interval_filter(DAY, _dt.datetime(2024, 1, 1), start)
     with pytest.raises(ConfigError, match="not a time field"):
-        interval_filter(SpecField("region", "identity", "string"), start, start + _dt.timedelta(days=1))
-    with pytest.raises(ConfigError, match="cannot build a partition filter"):
-        interval_filter(SpecField("and", "day", "date"), start, start + _dt.timedelta(days=1))
+        interval_filter(SpecField("region", "identity", "string", "region"), start, start + _dt.timedelta(days=1))
+    with pytest.raises(ConfigError, match="no source column"):
+        interval_filter(SpecField("ts_day", "day", "date"), start, start + _dt.timedelta(days=1))
+
+
+def test_column_names_are_quoted_when_the_parser_needs_it() -> None:
+    assert quote_column("ts") == "ts" and quote_column("event.ts") == "event.ts"
+    assert quote_column("and") == '"and"' and quote_column("my col") == '"my col"' and quote_column("1x") == '"1x"'
 
 
 def test_window_choice_by_run_type() -> None:
@@ -99,17 +85,9 @@ def test_window_choice_by_run_type() -> None:
 def test_partition_window_for_a_table() -> None:
     start, end = _dt.datetime(2024, 1, 2, tzinfo=UTC), _dt.datetime(2024, 1, 3, tzinfo=UTC)
     assert partition_window_for([DAY], "auto", "manual", start, end) is None
-    assert partition_window_for([SpecField("region", "identity", "string")], "auto", "backfill", start, end) is None
+    assert partition_window_for([SpecField("region", "identity", "string", "region")], "auto", "backfill",
+                                start, end) is None
     flt = partition_window_for([DAY], "auto", "backfill", start, end)
-    assert flt is not None and flt.to_text() == "ts_day >= 2024-01-02 and ts_day <= 2024-01-02"
+    assert flt is not None and flt.to_text() == "ts >= '2024-01-02T00:00:00+00:00' and ts < '2024-01-03T00:00:00+00:00'"
     with pytest.raises(ConfigError, match="no data interval"):
         partition_window_for([DAY], "data_interval", "manual", None, None)
-
-
-def test_combine_with_a_user_filter() -> None:
-    user = parse_partition_filter("region = 'EU'")
-    window = interval_filter(DAY, _dt.datetime(2024, 1, 2, tzinfo=UTC), _dt.datetime(2024, 1, 3, tzinfo=UTC))
-    both = combine_filters(user, None, window)
-    assert both is not None
-    assert both.to_text() == "region = 'EU' and ts_day >= 2024-01-02 and ts_day <= 2024-01-02"
-    assert combine_filters(None, None) is None

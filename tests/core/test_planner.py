@@ -20,7 +20,7 @@ from compaction.core.model import (
     TableIdentity,
     TableState,
 )
-from compaction.core.partition_filter import parse_partition_filter
+from compaction.core.partition_filter import PartitionFilter, PartitionPredicate, SpecProjection
 from compaction.core.plan import CompactionPlan
 from compaction.core.planner import (
     CompactionKind,
@@ -339,7 +339,7 @@ def test_cap_max_bytes_skips_too_big_and_continues() -> None:
 def test_partition_filter_and_custom_callable() -> None:
     a = part(key("EU"), [data("a", records=1)], [eq("e", records=1)])
     b = part(key("US"), [data("b", records=1)], [eq("f", records=1)])
-    flt = parse_partition_filter("region = EU")
+    flt = PartitionFilter("region = 'EU'", (SpecProjection(1, PartitionPredicate("region", "eq", "string", ("EU",))),))
     pl = plan(table(a, b), POL, "auto", NOW, flt)
     assert [d.partition for d in pl.decisions] == [key("EU")]
     assert pl.partition_filter == flt and not pl.custom_partition_filter
