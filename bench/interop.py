@@ -1,0 +1,361 @@
+"""What other engines see, at production shape: DuckDB and pyiceberg against Spark, before compaction, after our
+MINOR and after our MAJOR, on the bulk generator's streaming CDC tables (``compaction.testing.bulk``, sizes ``s`` and
+``m``; format v2 position-delete files and/or v3 deletion vectors).
+
+Per size and format version the base table is built once; our MINOR and our MAJOR each run on their own clone
+registered from the base's metadata file (``CALL system.register_table``: the same snapshots, sequence numbers and
+files), in-process (``inspect_table`` + ``plan`` + ``run_group`` of every job group, validation ``none``: the
+engines are the check here). Then, for each state (``before`` = the base, ``after_minor``, ``after_major``):
+
+* the reference: Spark's read of the state written to Parquet (untimed) and fingerprinted in DuckDB:
+  ``count(*)``, ``sum(hash(every column))`` and ``bit_xor(hash(...))`` with every column cast to the table's type;
+* ``spark``: ``count(*)`` and ``sum(xxhash64(every column))`` in the JVM (timed; not comparable to the reference
+  fingerprint, so judged by equality with the base's Spark result, as ``bench/scale.py`` does);
+* ``duckdb``: ``SELECT * FROM iceberg_scan('<metadata file>')`` into an Arrow table (timed), DuckDB's default settings
+  (extensions from the PyPI wheels, automatic install/load off);
+* ``duckdb_nocache``: the same with ``SET enable_external_file_cache = false`` (DuckDB 1.5.5's external file cache can
+  hand the iceberg extension the wrong deletion vector; see ``compaction.testing.engines``);
+* ``pyiceberg``: ``table.scan().to_arrow()`` (timed).
+
+Each engine's Arrow table is fingerprinted like the reference (untimed): ``correct`` when count and both hashes are
+equal, else ``wrong`` with the rows missing and extra (``EXCEPT ALL`` both ways); an engine that raises is
+``unsupported`` (its known "not supported" message, ``compaction.testing.engines.UNSUPPORTED_MESSAGES``) or
+``error``, with its message. Scan times: wall clock, median of ``--repeat``, files warm in the OS cache (the reference
+read runs first).
+
+Usage::
+
+    .venv/bin/python bench/interop.py                              # s and m, format v2 and v3
+    .venv/bin/python bench/interop.py --sizes s --format-versions 3
+
+Results: ``bench/results/interop.{txt,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+
+CATALOG_NAME = "interop"
+NAMESPACE = "ns"
+NOW = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
+MIB = 1024 * 1024
+STATES = ("before", "after_minor", "after_major")
+ENGINES = ("spark", "duckdb", "duckdb_nocache", "pyiceberg")
+CORRECT, WRONG, UNSUPPORTED, ERROR = "correct", "wrong", "unsupported", "error"
+
+
+class BenchmarkError(RuntimeError):
+    pass
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class Fingerprints:
+    """Order-independent fingerprints of row sets computed by one DuckDB connection, every column cast to the
+    table's DuckDB types (as ``iceberg_scan`` reports them), so any source hashes alike."""
+
+    def __init__(self, metadata_file: str) -> None:
+        from compaction.testing import engines as E
+
+        self.con = E.duckdb_connect(external_file_cache=False)
+        described = self.con.execute(f"DESCRIBE SELECT * FROM {E.duckdb_scan_sql(metadata_file)}").fetchall()
+        self.columns = [(r[0], r[1]) for r in described]
+        casts = ", ".join(f"CAST({_quote(n)} AS {t})" for n, t in self.columns)
+        self.row_hash = f"hash({casts})"
+        self.select = ", ".join(f"CAST({_quote(n)} AS {t}) AS {_quote(n)}" for n, t in self.columns)
+
+    def of(self, relation: str) -> tuple[int, int, int]:
+        n, total, xor = self.con.execute(
+            f"SELECT count(*), coalesce(sum({self.row_hash}::HUGEINT), 0), coalesce(bit_xor({self.row_hash}), 0) "
+            f"FROM {relation}").fetchone()
+        return int(n), int(total), int(xor)
+
+    def diff(self, expected: str, actual: str) -> tuple[int, int]:
+        def count(a: str, b: str) -> int:
+            return int(self.con.execute(f"SELECT count(*) FROM (SELECT {self.select} FROM {a} EXCEPT ALL "
+                                        f"SELECT {self.select} FROM {b})").fetchone()[0])
+        return count(expected, actual), count(actual, expected)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class SizeRun:
+    def __init__(self, spark: Any, catalog_cfg: Any, workdir: Path, size: str, format_version: int, seed: int,
+                 repeat: int) -> None:
+        self.spark, self.catalog_cfg, self.workdir = spark, catalog_cfg, workdir
+        self.size, self.format_version, self.seed, self.repeat = size, format_version, seed, repeat
+        self.base = f"base_{size}_v{format_version}"
+        self.tag = f"{size}_v{format_version}"
+
+    def log(self, message: str) -> None:
+        print(f"[{self.tag}] {message}", flush=True)
+
+    def ref(self, name: str) -> str:
+        return f"{CATALOG_NAME}.{NAMESPACE}.{name}"
+
+    def clone(self, label: str, metadata_file: str) -> str:
+        name = f"{label}_{self.tag}"
+        self.spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
+                       f"metadata_file => '{metadata_file}')").collect()
+        return name
+
+    def compact(self, name: str, mode: str) -> dict[str, Any]:
+        from compaction.core.planner import plan
+        from compaction.core.policy import CompactionPolicy
+        from compaction.inspect import inspect_table
+        from compaction.spark.job import run_group
+        from compaction.spark.validation import ValidationLevel
+
+        t0 = time.perf_counter()
+        state = inspect_table(self.catalog_cfg, f"{NAMESPACE}.{name}")
+        the_plan = plan(state, CompactionPolicy.resolve(state.properties), mode, NOW)
+        parts = []
+        for group in the_plan.groups:
+            parts += run_group(self.spark, the_plan, group.group_id, level=ValidationLevel.parse("none"),
+                               max_retries=3).partitions
+        bad = [f"{p.label}: {p.status} {p.error or ''}" for p in parts if p.status not in ("committed", "no_op")]
+        if bad or not parts or the_plan.deferred:
+            raise BenchmarkError(f"{mode} on {name}: {bad[:5] or 'nothing planned'}; deferred {len(the_plan.deferred)}")
+        return {"seconds": round(time.perf_counter() - t0, 2), "partitions": len(parts), "groups": len(the_plan.groups)}
+
+    def files(self, name: str) -> dict[str, int]:
+        rows = self.spark.sql(f"SELECT content, file_format, count(*) AS n, sum(file_size_in_bytes) AS b "
+                              f"FROM {self.ref(name)}.files GROUP BY content, file_format").collect()
+        out = {"data_files": 0, "data_bytes": 0, "equality_delete_files": 0, "position_delete_files": 0, "dvs": 0}
+        for r in rows:
+            if r["content"] == 0:
+                out["data_files"] += int(r["n"])
+                out["data_bytes"] += int(r["b"])
+            elif r["content"] == 2:
+                out["equality_delete_files"] += int(r["n"])
+            elif r["file_format"] == "PUFFIN":
+                out["dvs"] += int(r["n"])
+            else:
+                out["position_delete_files"] += int(r["n"])
+        return out
+
+    def reference(self, name: str, fp: Fingerprints) -> tuple[str, tuple[int, int, int]]:
+        """Spark's read of ``name`` written to Parquet (untimed), and its fingerprint."""
+        out = self.workdir / f"spark_{name}"
+        shutil.rmtree(out, ignore_errors=True)
+        self.spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        self.spark.table(self.ref(name)).write.parquet(str(out))
+        relation = f"read_parquet('{out}/*.parquet')"
+        return relation, fp.of(relation)
+
+    def engine_read(self, engine: str, name: str) -> tuple[float, Any]:
+        """(seconds, Arrow table) of one engine's full read of the table's current snapshot."""
+        from compaction.testing import engines as E
+
+        table = self.catalog_cfg.load().load_table(f"{NAMESPACE}.{name}")
+        gc.collect()
+        if engine == "pyiceberg":
+            t0 = time.perf_counter()
+            arrow = E.pyiceberg_arrow(table)
+            return time.perf_counter() - t0, arrow
+        con = E.duckdb_connect(external_file_cache=engine == "duckdb")
+        try:
+            t0 = time.perf_counter()
+            arrow = con.execute(f"SELECT * FROM {E.duckdb_scan_sql(table.metadata_location)}").to_arrow_table()
+            return time.perf_counter() - t0, arrow
+        finally:
+            con.close()
+
+    def judge_state(self, state: str, name: str, fp: Fingerprints, spark_base: tuple[int, str]) -> dict[str, Any]:
+        import major as M  # bench/major.py: full_scan
+
+        from compaction.testing import engines as E
+
+        ref_relation, ref_fp = self.reference(name, fp)
+        result: dict[str, Any] = {"table": name, "files": self.files(name), "reference_rows": ref_fp[0], "engines": {}}
+        # Spark: its own aggregate, judged against the base's (the reference *is* Spark's read).
+        samples, spark_fp = [], None
+        for _ in range(self.repeat):
+            elapsed, spark_fp = M.full_scan(self.spark, self.ref(name))
+            samples.append(elapsed)
+        result["engines"]["spark"] = {"outcome": CORRECT if spark_fp == spark_base else WRONG,
+                                      "seconds": round(statistics.median(samples), 3), "rows": spark_fp[0]}  # type: ignore[index]
+        for engine in ENGINES[1:]:
+            samples, info = [], {}
+            for _ in range(self.repeat):
+                try:
+                    elapsed, arrow = self.engine_read(engine, name)
+                except Exception as exc:  # noqa: BLE001 - recorded with the engine's message
+                    message = f"{type(exc).__name__}: {exc}".split("\n\nStack Trace:")[0].strip()
+                    info = {"outcome": UNSUPPORTED if E.is_unsupported(engine, message) else ERROR,
+                            "message": message[:400]}
+                    break
+                samples.append(elapsed)
+                fp.con.register("engine_rows", arrow)
+                try:
+                    got = fp.of("engine_rows")
+                    info = {"outcome": CORRECT if got == ref_fp else WRONG, "rows": got[0]}
+                    if got != ref_fp:
+                        missing, extra = fp.diff(ref_relation, "engine_rows")
+                        info.update({"missing_rows": missing, "extra_rows": extra})
+                finally:
+                    fp.con.unregister("engine_rows")
+                    del arrow
+            if samples:
+                info["seconds"] = round(statistics.median(samples), 3)
+            result["engines"][engine] = info
+            self.log(f"{state:<12} {engine:<15} {info['outcome']:<12} "
+                     + (f"{info['seconds']:7.2f} s" if "seconds" in info else info.get("message", "")[:120]))
+        s = result["engines"]["spark"]
+        self.log(f"{state:<12} {'spark':<15} {s['outcome']:<12} {s['seconds']:7.2f} s")
+        return result
+
+    def run(self) -> dict[str, Any]:
+        import major as M
+
+        from compaction.testing.bulk import BulkSpec, generate_bulk
+
+        spec = BulkSpec.named(self.size, self.format_version, seed=self.seed)
+        self.log(f"generating {self.size} v{self.format_version} ...")
+        t0 = time.perf_counter()
+        built = generate_bulk(self.spark, self.catalog_cfg, f"{NAMESPACE}.{self.base}", spec, replace=True,
+                              log=lambda m: self.log(f"  {m}"))
+        build_s = time.perf_counter() - t0
+        metadata_file = self.catalog_cfg.load().load_table(f"{NAMESPACE}.{self.base}").metadata_location
+        _, spark_base = M.full_scan(self.spark, self.ref(self.base))  # also warms the OS cache
+        if spark_base[0] != built.live_rows:
+            raise BenchmarkError(f"Spark counts {spark_base[0]} rows, the generator's model {built.live_rows}")
+        minor_name, major_name = self.clone("minor", metadata_file), self.clone("major", metadata_file)
+        self.log("our MINOR ...")
+        minor = self.compact(minor_name, "minor")
+        self.log(f"our MINOR: {minor}; our MAJOR ...")
+        major = self.compact(major_name, "major")
+        self.log(f"our MAJOR: {major}")
+        fp = Fingerprints(metadata_file)
+        try:
+            states = {state: self.judge_state(state, name, fp, spark_base)
+                      for state, name in zip(STATES, (self.base, minor_name, major_name))}
+        finally:
+            fp.close()
+        return {"size": self.size, "format_version": self.format_version, "build_s": round(build_s, 1),
+                "live_rows": built.live_rows, "stats": dict(built.stats), "minor": minor, "major": major,
+                "states": states}
+
+
+def render(r: dict[str, Any]) -> str:
+    lines = [f"interop  {r['created_at']}  ({r['machine']['cpus']} cores shared, Spark {r['config']['spark_master']}; "
+             f"duckdb {r['machine']['duckdb']} + iceberg/avro extensions {r['machine']['duckdb']} from PyPI, "
+             f"pyiceberg {r['machine']['pyiceberg']}; median of {r['config']['repeat']}; absolute times are noisy)",
+             "tables: bulk generator (compaction.testing.bulk); MINOR and MAJOR (ours, validation none) on clones of "
+             "the same metadata; every engine judged against Spark's read of the same snapshot"]
+    for run in r["runs"]:
+        lines += ["", f"== {run['size']} v{run['format_version']}: {run['live_rows']:,} live rows; our MINOR "
+                      f"{run['minor']['seconds']:.1f} s, our MAJOR {run['major']['seconds']:.1f} s"]
+        lines.append(f"   {'state':<13}{'files data/eq/pos/dv':>22}   " + "".join(f"{e:<30}" for e in ENGINES))
+        for state in STATES:
+            s = run["states"][state]
+            f = s["files"]
+            files = f"{f['data_files']}/{f['equality_delete_files']}/{f['position_delete_files']}/{f['dvs']}"
+            cells = []
+            for e in ENGINES:
+                info = s["engines"][e]
+                cell = info["outcome"]
+                if "seconds" in info:
+                    cell += f" {info['seconds']:.2f}s"
+                if info["outcome"] == WRONG and "missing_rows" in info:
+                    cell += f" (-{info['missing_rows']}/+{info['extra_rows']})"
+                cells.append(f"{cell:<30}")
+            lines.append(f"   {state:<13}{files:>22}   " + "".join(cells))
+        messages = {(e, info["message"]) for s in run["states"].values() for e, info in s["engines"].items()
+                    if "message" in info}
+        for e, m in sorted(messages):
+            lines.append(f"   {e}: {m[:200]}")
+    lines += ["", "notes:"] + [f"   {n}" for n in r["notes"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="s,m", help="comma-separated bulk sizes (default s,m)")
+    ap.add_argument("--format-versions", default="2,3", help="comma-separated format versions (default 2,3)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=20261123)
+    ap.add_argument("--output", type=Path, default=RESULTS_DIR / "interop", help="result stem")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = ap.parse_args(argv)
+    from compaction.testing.bulk import SIZES
+
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    versions = [int(v) for v in args.format_versions.split(",") if v.strip()]
+    if not sizes or any(s not in SIZES for s in sizes) or any(v not in (2, 3) for v in versions) or args.repeat < 1:
+        ap.error(f"--sizes must name sizes of {sorted(SIZES)}, --format-versions 2 and/or 3, --repeat >= 1")
+
+    import duckdb
+    import pyiceberg
+
+    from compaction.catalog import CatalogConfig
+    from compaction.spark.session import SparkSettings, build_session
+
+    workdir = Path(tempfile.mkdtemp(prefix="interop-bench-"))
+    catalog_cfg = CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db", workdir / "warehouse")
+    t_start = time.perf_counter()
+    load_start = os.getloadavg()
+    spark = build_session([catalog_cfg], SparkSettings.from_environment(app_name="interop-bench"))
+    try:
+        runs = []
+        for size in sizes:
+            for version in versions:
+                runs.append(SizeRun(spark, catalog_cfg, workdir, size, version, args.seed, args.repeat).run())
+                for name in (f"base_{size}_v{version}", f"minor_{size}_v{version}", f"major_{size}_v{version}"):
+                    spark.sql(f"DROP TABLE IF EXISTS {CATALOG_NAME}.{NAMESPACE}.{name}")
+        result = {
+            "benchmark": "interop",
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([".venv/bin/python", "bench/interop.py", *(argv if argv is not None else sys.argv[1:])]),
+            "config": {"sizes": sizes, "format_versions": versions, "repeat": args.repeat, "seed": args.seed,
+                       "spark_master": spark.sparkContext.master},
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "duckdb": duckdb.__version__,
+                        "pyiceberg": pyiceberg.__version__, "loadavg_start": [round(x, 2) for x in load_start],
+                        "loadavg_end": [round(x, 2) for x in os.getloadavg()]},
+            "wall_s": round(time.perf_counter() - t_start, 1),
+            "runs": runs,
+            "notes": [
+                "outcome per engine and state: correct = the same multiset of rows as Spark's read of the same snapshot "
+                "(count + sum and xor of a row hash over every column); wrong (-missing/+extra rows); unsupported = the "
+                "engine refused with its known message (below); error = any other failure",
+                "files: data / equality-delete / position-delete files / DVs of the snapshot read",
+                "times: spark = count(*) + sum(xxhash64(all columns)) in the JVM (local[2]); duckdb, duckdb_nocache, "
+                "pyiceberg = every row of every column into an Arrow table in this Python process",
+                "duckdb = DuckDB's default settings; duckdb_nocache = SET enable_external_file_cache = false (DuckDB "
+                "1.5.5's file cache can return the wrong deletion-vector blob when a Puffin file holds several DVs)",
+            ],
+        }
+        text = render(result)
+        print("\n" + text, flush=True)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        args.output.with_suffix(".txt").write_text(text + "\n")
+        print(f"wrote {args.output}.{{txt,json}}")
+        return 0
+    finally:
+        spark.stop()
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
