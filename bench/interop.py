@@ -56,6 +56,16 @@ MIB = 1024 * 1024
 STATES = ("before", "after_minor", "after_major")
 ENGINES = ("spark", "duckdb", "duckdb_nocache", "pyiceberg")
 CORRECT, WRONG, UNSUPPORTED, ERROR = "correct", "wrong", "unsupported", "error"
+NOTES = [
+    "outcome per engine and state: correct = the same multiset of rows as Spark's read of the same snapshot "
+    "(count + sum and xor of a row hash over every column); wrong (-missing/+extra rows); unsupported = the "
+    "engine refused with its known message (below); error = any other failure",
+    "files: data / equality-delete / position-delete files / DVs of the snapshot read",
+    "times: spark = count(*) + sum(xxhash64(all columns)) in the JVM (local[2]); duckdb, duckdb_nocache, "
+    "pyiceberg = every row of every column into an Arrow table in this Python process",
+    "duckdb = DuckDB's default settings; duckdb_nocache = SET enable_external_file_cache = false (DuckDB "
+    "1.5.5's file cache can return the wrong deletion-vector blob when a Puffin file holds several DVs)",
+]
 
 
 class BenchmarkError(RuntimeError):
@@ -220,6 +230,7 @@ class SizeRun:
                      + (f"{info['seconds']:7.2f} s" if "seconds" in info else info.get("message", "")[:120]))
         s = result["engines"]["spark"]
         self.log(f"{state:<12} {'spark':<15} {s['outcome']:<12} {s['seconds']:7.2f} s")
+        shutil.rmtree(self.workdir / f"spark_{name}", ignore_errors=True)
         return result
 
     def run(self) -> dict[str, Any]:
@@ -282,8 +293,39 @@ def render(r: dict[str, Any]) -> str:
                     if "message" in info}
         for e, m in sorted(messages):
             lines.append(f"   {e}: {m[:200]}")
+    if not r.get("complete", True):
+        lines[0] += "  [INCOMPLETE]"
     lines += ["", "notes:"] + [f"   {n}" for n in r["notes"]]
     return "\n".join(lines)
+
+
+def write_results(args: argparse.Namespace, argv: list[str] | None, spark: Any, sizes: list[str], versions: list[int],
+                  runs: list[dict[str, Any]], todo: list[tuple[str, int]], load_start: tuple[float, float, float],
+                  t_start: float) -> str:
+    import duckdb
+    import pyiceberg
+
+    result = {
+        "benchmark": "interop",
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([".venv/bin/python", "bench/interop.py", *(argv if argv is not None else sys.argv[1:])]),
+        "config": {"sizes": sizes, "format_versions": versions, "repeat": args.repeat, "seed": args.seed,
+                   "spark_master": spark.sparkContext.master},
+        "complete": len(runs) == len(todo),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "duckdb": duckdb.__version__,
+                    "pyiceberg": pyiceberg.__version__, "loadavg_start": [round(x, 2) for x in load_start],
+                    "loadavg_end": [round(x, 2) for x in os.getloadavg()]},
+        "wall_s": round(time.perf_counter() - t_start, 1),
+        "runs": runs,
+        "notes": NOTES + ([] if len(runs) == len(todo) else [
+            "INCOMPLETE: stopped after " + ", ".join(f"{r['size']} v{r['format_version']}" for r in runs)
+            + " of " + ", ".join(f"{s} v{v}" for s, v in todo)]),
+    }
+    text = render(result)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    args.output.with_suffix(".txt").write_text(text + "\n")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,9 +344,6 @@ def main(argv: list[str] | None = None) -> int:
     if not sizes or any(s not in SIZES for s in sizes) or any(v not in (2, 3) for v in versions) or args.repeat < 1:
         ap.error(f"--sizes must name sizes of {sorted(SIZES)}, --format-versions 2 and/or 3, --repeat >= 1")
 
-    import duckdb
-    import pyiceberg
-
     from compaction.catalog import CatalogConfig
     from compaction.spark.session import SparkSettings, build_session
 
@@ -314,39 +353,15 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     spark = build_session([catalog_cfg], SparkSettings.from_environment(app_name="interop-bench"))
     try:
-        runs = []
-        for size in sizes:
-            for version in versions:
-                runs.append(SizeRun(spark, catalog_cfg, workdir, size, version, args.seed, args.repeat).run())
-                for name in (f"base_{size}_v{version}", f"minor_{size}_v{version}", f"major_{size}_v{version}"):
-                    spark.sql(f"DROP TABLE IF EXISTS {CATALOG_NAME}.{NAMESPACE}.{name}")
-        result = {
-            "benchmark": "interop",
-            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join([".venv/bin/python", "bench/interop.py", *(argv if argv is not None else sys.argv[1:])]),
-            "config": {"sizes": sizes, "format_versions": versions, "repeat": args.repeat, "seed": args.seed,
-                       "spark_master": spark.sparkContext.master},
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "duckdb": duckdb.__version__,
-                        "pyiceberg": pyiceberg.__version__, "loadavg_start": [round(x, 2) for x in load_start],
-                        "loadavg_end": [round(x, 2) for x in os.getloadavg()]},
-            "wall_s": round(time.perf_counter() - t_start, 1),
-            "runs": runs,
-            "notes": [
-                "outcome per engine and state: correct = the same multiset of rows as Spark's read of the same snapshot "
-                "(count + sum and xor of a row hash over every column); wrong (-missing/+extra rows); unsupported = the "
-                "engine refused with its known message (below); error = any other failure",
-                "files: data / equality-delete / position-delete files / DVs of the snapshot read",
-                "times: spark = count(*) + sum(xxhash64(all columns)) in the JVM (local[2]); duckdb, duckdb_nocache, "
-                "pyiceberg = every row of every column into an Arrow table in this Python process",
-                "duckdb = DuckDB's default settings; duckdb_nocache = SET enable_external_file_cache = false (DuckDB "
-                "1.5.5's file cache can return the wrong deletion-vector blob when a Puffin file holds several DVs)",
-            ],
-        }
-        text = render(result)
+        runs: list[dict[str, Any]] = []
+        todo = [(size, version) for size in sizes for version in versions]
+        for size, version in todo:
+            runs.append(SizeRun(spark, catalog_cfg, workdir, size, version, args.seed, args.repeat).run())
+            for name in (f"base_{size}_v{version}", f"minor_{size}_v{version}", f"major_{size}_v{version}"):
+                spark.sql(f"DROP TABLE IF EXISTS {CATALOG_NAME}.{NAMESPACE}.{name}")
+            # Written after every run: a long run stopped part-way keeps what it measured (and says so).
+            text = write_results(args, argv, spark, sizes, versions, runs, todo, load_start, t_start)
         print("\n" + text, flush=True)
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        args.output.with_suffix(".txt").write_text(text + "\n")
         print(f"wrote {args.output}.{{txt,json}}")
         return 0
     finally:
