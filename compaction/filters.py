@@ -326,13 +326,55 @@ def _project(expr: Any, schema: Schema, spec: Any, table_name: str) -> SpecProje
     from pyiceberg.schema import Schema as _Schema
 
     try:
-        projected = inclusive_projection(schema, spec, case_sensitive=True)(expr)
+        projected = _pre_epoch_fix(inclusive_projection(schema, spec, case_sensitive=True)(expr), spec, schema)
         partition_schema = _Schema(*spec.partition_type(schema).fields)
         bound = bind(partition_schema, projected, case_sensitive=True)
     except (ValueError, TypeError) as e:
         raise PlanningError(f"cannot project the partition filter onto partition spec {spec.spec_id} of "
                             f"{table_name}: {e}") from e
     return SpecProjection(spec.spec_id, _to_core(bound))
+
+
+def _pre_epoch_fix(projected: Any, spec: Any, schema: Schema) -> Any:
+    """Iceberg Java's ``ProjectionUtil.fixInclusiveTimeProjection``, which pyiceberg 0.12 lacks: old writers put
+    pre-1970 values of time partition fields one unit too high, so Java's inclusive projection also selects the next
+    partition for a negative projected value (``<`` / ``<=``: bound + 1; ``=`` / ``in``: value and value + 1), on
+    ``year``/``month``/``day``/``hour`` fields of timestamps and ``year``/``month`` fields of dates (``day`` of a date
+    is exact). Applied to pyiceberg's projection so that we select what Iceberg's scan planning selects (checked
+    against Java in tests/spark/test_filter_property.py)."""
+    from pyiceberg.expressions import And, EqualTo, In, LessThan, LessThanOrEqual, Or
+    from pyiceberg.expressions.literals import literal
+    from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
+
+    from pyiceberg.types import DateType
+
+    def affected(pf: Any) -> bool:
+        if isinstance(pf.transform, DayTransform):
+            try:
+                return not isinstance(schema.find_field(pf.source_id).field_type, DateType)
+            except ValueError:  # source column dropped: widen (a superset is always safe)
+                return True
+        return isinstance(pf.transform, (YearTransform, MonthTransform, HourTransform))
+
+    time_fields = {pf.name for pf in spec.fields if affected(pf)}
+
+    def fix(expr: Any) -> Any:
+        if isinstance(expr, And):
+            return And(fix(expr.left), fix(expr.right))
+        if isinstance(expr, Or):
+            return Or(fix(expr.left), fix(expr.right))
+        if not hasattr(expr, "term") or expr.term.name not in time_fields:
+            return expr
+        if isinstance(expr, (LessThan, LessThanOrEqual)) and expr.literal.value < 0:
+            return type(expr)(expr.term, literal(expr.literal.value + 1))
+        if isinstance(expr, EqualTo) and expr.literal.value < 0:
+            return In(expr.term, {literal(expr.literal.value), literal(expr.literal.value + 1)})
+        if isinstance(expr, In) and any(lit.value < 0 for lit in expr.literals):
+            values = {lit.value for lit in expr.literals} | {lit.value + 1 for lit in expr.literals if lit.value < 0}
+            return In(expr.term, {literal(v) for v in values})
+        return expr
+
+    return fix(projected)
 
 
 def _to_core(bound: Any) -> PartitionExpression:

@@ -188,6 +188,22 @@ def test_data_interval_selects_exactly_the_overlapping_partitions(home: Path, tr
     assert chosen == list(range(first, last + 1)), flt.describe()
 
 
+def test_pre_1970_time_projections_are_widened_like_icebergs_java_planner(home: Path) -> None:
+    table = _create("pre.t", Schema(NestedField(1, "d", DateType()), NestedField(2, "ts", TimestamptzType())),
+                    PartitionField(1, 1000, YearTransform(), "d_year"), PartitionField(2, 1001, HourTransform(), "ts_hour"),
+                    PartitionField(1, 1002, DayTransform(), "d_day"))
+    cases = {  # Projections.inclusive of Iceberg 1.10 (Java), observed
+        "d = '1969-12-31'": "d_year in (-1, 0) and d_day = -1",
+        "d < '1969-06-01'": "d_year <= 0 and d_day <= -215",
+        "d in ('1969-12-31', '2024-01-01')": "d_year in (-1, 0, 54) and d_day in (-1, 19723)",
+        "ts <= '1969-12-31T23:30:00Z'": "ts_hour <= 0",
+        "ts > '1969-12-31T23:30:00Z'": "ts_hour >= -1",
+    }
+    for text, projection in cases.items():
+        flt = compile_partition_filter(table, text)
+        assert flt is not None and flt.projections[0].expression.render() == projection, text
+
+
 # ------------------------------------------------------------------------------------------------ bad input
 BAD = [  # (filter, error class, message fragment)
     ("ts=2024-01-02", ConfigError, "cannot parse at character 8 ('-01-02'); dates and timestamps go in single quotes"),
