@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "are selected by inclusive projection, as Iceberg's scan planning does (see README)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="plan and record, submit nothing")
-    p.add_argument("--validation", choices=["none", "count", "checksum"], default="checksum")
+    p.add_argument("--validation", choices=["none", "count", "checksum"], default="count",
+                   help="post-commit check of every compaction snapshot (default count; see README \"Validation levels\")")
     p.add_argument("--max-retries", type=int, default=3, help="conflict retries per partition (default 3)")
     p.add_argument("--max-parallel-jobs", type=int, default=2, help="concurrent spark-submits (1 on SQLite)")
     p.set_defaults(func=cmd_run)

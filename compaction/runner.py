@@ -91,7 +91,7 @@ def run_table(
     partition_filter: str | PartitionFilter | None = None,
     overrides: Mapping[str, object] | None = None,
     dry_run: bool = False,
-    validation: str = "checksum",
+    validation: str = "count",
     max_retries: int = 3,
     max_parallel_jobs: int = MAX_PARALLEL_JOBS_DEFAULT,
     spark_settings: SparkSettings | None = None,

@@ -68,7 +68,7 @@ def _items(values: Any) -> list[Any]:
         "policy": Param({}, type="object", description="policy overrides, e.g. {\"major.delete-ratio\": 0.2}"),
         "max_parallel_jobs": Param(2, type="integer", minimum=1, maximum=64,
                                    description="concurrent Spark jobs (always 1 on a SQLite catalog)"),
-        "validation": Param("checksum", enum=["none", "count", "checksum"], description="post-commit check"),
+        "validation": Param("count", enum=["none", "count", "checksum"], description="post-commit check: count (default) or checksum"),
         "max_retries": Param(3, type="integer", minimum=0, maximum=20, description="conflict retries per partition"),
         "catalog": Param(None, type=["null", "string"],
                          description="catalog name (Airflow connection icecompact_catalog_<name>, .pyiceberg.yaml, "

@@ -55,7 +55,7 @@ class CompactionSubmitOperator(SparkSubmitOperator):
     ui_color = "#f4a460"
 
     def __init__(self, *, plan_path: str, group_id: int, result_path: str, catalog_name: str,
-                 validation: str = "checksum", max_retries: int = 3, max_parallel_jobs: int = 2,
+                 validation: str = "count", max_retries: int = 3, max_parallel_jobs: int = 2,
                  conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
         super().__init__(conn_id=conn_id, **kwargs)
         self.plan_path = plan_path

@@ -35,7 +35,7 @@ DEFAULTS: Mapping[str, Any] = {
     "dry_run": False,
     "policy": {},
     "max_parallel_jobs": 2,
-    "validation": "checksum",
+    "validation": "count",
     "max_retries": 3,
     "catalog": None,
     "window": "auto",
@@ -50,7 +50,7 @@ class RunParams:
     dry_run: bool = False
     policy: Mapping[str, object] = field(default_factory=dict)
     max_parallel_jobs: int = 2
-    validation: str = "checksum"
+    validation: str = "count"
     max_retries: int = 3
     catalog: str | None = None
     window: TimeWindow = TimeWindow.AUTO

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--group", required=True, type=int)
     run.add_argument("--result", required=True, type=Path)
     run.add_argument("--catalog", required=True)
-    run.add_argument("--validation", default="checksum")
+    run.add_argument("--validation", default="count")
     run.add_argument("--max-retries", type=int, default=3)
     args = parser.parse_args(argv)
 

@@ -230,6 +230,28 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+#: Above this many rows a small driver-side table is handed to Spark with ``createDataFrame`` instead of one literal.
+SMALL_FRAME_MAX_ROWS = 100_000
+
+
+def small_frame(spark: Any, rows: list[tuple[Any, ...]], schema: str) -> Any:
+    """A DataFrame of a few driver-side rows (file names and tags, pairs of them) that Spark evaluates in the JVM:
+    one JSON literal expanded by ``from_json`` + ``inline``. ``createDataFrame`` of a Python list is a Python RDD,
+    evaluated by Python worker processes each time a query uses it: about 0.5-1 s per small table and query here,
+    a third of MINOR's time on bench/scale.py's tables. ``schema``: ``name type, ...`` (string and bigint columns).
+    The literal travels inside the plan, so this works on any cluster; large tables still use ``createDataFrame``."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    if len(rows) > SMALL_FRAME_MAX_ROWS:
+        return spark.createDataFrame(rows, schema)
+    fields = [part.strip().split() for part in schema.split(",")]
+    struct = "array<struct<" + ",".join(f"{name}:{type_}" for name, type_ in fields) + ">>"
+    payload = json.dumps([dict(zip((name for name, _ in fields), row)) for row in rows])
+    return spark.range(0, 1, 1, 1).select(F.inline(F.from_json(F.lit(payload), struct)))
+
+
 def merge_works(works: Iterable[_Work]) -> _Work:
     """One work over several partitions (their files are disjoint), for one Spark job per job group."""
     merged = _Work({}, {}, {}, {}, {})
@@ -314,7 +336,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     position set as the deletes that removed them. See :func:`raw_read_blocker` for when Iceberg's reader (``_file``,
     ``_pos``) is used instead (``raw=False`` forces it)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StructField, StructType
+    from pyspark.sql.types import StructField, StructType
 
     if not work.eq_targets:
         return None
@@ -337,8 +359,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     pairs = [(data_tag[path], index[r]) for path in data_paths for r in sorted(work.eq_targets[path])]
 
     def applicability() -> Any:
-        return spark.createDataFrame(pairs, StructType([StructField("__t", LongType(), False),
-                                                        StructField("__e", LongType(), False)]))
+        return small_frame(spark, pairs, "__t bigint, __e bigint")
 
     iceberg = spark.read.format("iceberg").option("snapshot-id", str(base_snapshot_id)).load(table_ref)
     spark_types = {f"c{fid}": iceberg.schema[c].dataType for fid, c in all_columns}
@@ -346,13 +367,10 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     if blocker is None:
         schema = StructType([StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid})
                              for fid, _ in all_columns])
-        fan_out: dict[int, list[int]] = {}
-        for tag, e in pairs:
-            fan_out.setdefault(tag, []).append(e)
         rows = read_tagged_parquet(spark, schema, [(p, data_tag[p]) for p in data_paths], row_index=True,
-                                   tag_column="__t", position_column="__pos", fan_out=fan_out, fan_out_column="__e")
+                                   tag_column="__t", position_column="__pos")
     else:
-        tags = spark.createDataFrame(sorted(data_tag.items()), "__file string, __t long")
+        tags = small_frame(spark, sorted(data_tag.items()), "__file string, __t bigint")
         rows = (
             iceberg.where(row_filter)
             # _deleted: Iceberg returns rows its deletes remove, flagged, instead of dropping them; the flag itself
@@ -361,7 +379,6 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
             .select(F.col("_file"), F.col("_pos").alias("__pos"), F.col("_deleted").alias("__deleted"),
                     *[F.col(_quote(c)).alias(f"c{fid}") for fid, c in all_columns])
             .join(F.broadcast(tags), F.col("_file") == F.col("__file"))
-            .join(F.broadcast(applicability()), "__t")
         )
     matched = None
     by_columns: dict[tuple[tuple[int, str], ...], list[tuple[str, int]]] = {}
@@ -375,10 +392,18 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
             StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid}) for fid, _ in cols
         ])
         deletes = read_tagged_parquet(spark, schema, [(ref[0], index[ref]) for ref in group]).alias("d")
-        condition = F.col("r.__e") == F.col("d.__d")
+        condition = None
         for fid, _ in cols:
-            condition = condition & F.col(f"r.c{fid}").eqNullSafe(F.col(f"d.c{fid}"))
-        hit = rows.alias("r").join(F.broadcast(deletes), condition).select(*keep)
+            equal = F.col(f"r.c{fid}").eqNullSafe(F.col(f"d.c{fid}"))
+            condition = equal if condition is None else condition & equal
+        # Rows are matched on the key first, then each match is kept when its (data file, delete file) pair is one
+        # the spec's rules allow (applicability()). Pairing every row with each applicable delete file before the
+        # key join, as before, multiplied the rows read by the number of delete files (16x on bench/scale.py's
+        # streaming tables, where it made MINOR as slow as a full rewrite).
+        hit = (rows.alias("r").join(F.broadcast(deletes), condition)
+               .join(F.broadcast(applicability()).alias("a"),
+                     (F.col("r.__t") == F.col("a.__t")) & (F.col("d.__d") == F.col("a.__e")))
+               .select(*keep))
         matched = hit if matched is None else matched.unionByName(hit)
     return _TaggedPositions(matched, data_paths)
 
@@ -441,12 +466,9 @@ def _read_parquet(spark: Any, schema: Any, locations: list[str]) -> Any:
 
 
 def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]], *, row_index: bool = False,
-                        tag_column: str = "__d", position_column: str = "__pos",
-                        fan_out: dict[int, list[int]] | None = None, fan_out_column: str = "__e") -> Any:
+                        tag_column: str = "__d", position_column: str = "__pos") -> Any:
     """One read of several Parquet files with a ``tag_column`` telling which file (its tag) each row came from, and
     with ``row_index`` the row's position in its file (Spark's ``_metadata.row_index``) as ``position_column``.
-    With ``fan_out`` (tag -> values), each row comes once per value of its file, in ``fan_out_column``: the same
-    broadcast join that tags the rows pairs them (a file with no value fails like an unmapped one).
 
     Spark's and Iceberg's names of a file differ (see :func:`spark_paths`); both sides are compared in Spark's
     form. A row whose file is not in the mapping fails the job (``raise_error``) rather than being dropped, since
@@ -457,12 +479,7 @@ def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]], *
     tags = {forms[location]: tag for location, tag in files}
     if len(tags) != len(files):
         raise UnsupportedTableError("two files resolve to the same file")
-    if fan_out is None:
-        mapping = spark.createDataFrame(sorted(tags.items()), "__path string, __tag long")
-    else:
-        mapping = spark.createDataFrame(
-            [(form, tag, value) for form, tag in sorted(tags.items()) for value in fan_out.get(tag, ())],
-            f"__path string, __tag long, {fan_out_column} long")
+    mapping = small_frame(spark, sorted(tags.items()), "__path string, __tag bigint")
     frame = _read_parquet(spark, schema, [loc for loc, _ in files])
     if row_index:
         frame = frame.withColumn(position_column, F.col("_metadata.row_index"))
@@ -484,7 +501,7 @@ def absorbed_positions(spark: Any, work: _Work) -> Any:
         return None
     _check_formats(parquet, "position delete file")
     paths = sorted({str(d.location()) for d in parquet})
-    live = spark.createDataFrame([(p,) for p in work.data_files], StructType([StructField("__file", StringType())]))
+    live = small_frame(spark, [(p,) for p in work.data_files], "__file string")
     schema = StructType([StructField("file_path", StringType()), StructField("pos", LongType())])
     raw = _read_parquet(spark, schema, paths)  # the spec's fixed column names; no schema inference
     return raw.join(F.broadcast(live), F.col("file_path") == F.col("__file")).select("file_path", "pos")
