@@ -230,28 +230,6 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-#: Above this many rows a small driver-side table is handed to Spark with ``createDataFrame`` instead of one literal.
-SMALL_FRAME_MAX_ROWS = 100_000
-
-
-def small_frame(spark: Any, rows: list[tuple[Any, ...]], schema: str) -> Any:
-    """A DataFrame of a few driver-side rows (file names and tags, pairs of them) that Spark evaluates in the JVM:
-    one JSON literal expanded by ``from_json`` + ``inline``. ``createDataFrame`` of a Python list is a Python RDD,
-    evaluated by Python worker processes each time a query uses it: about 0.5-1 s per small table and query here,
-    a third of MINOR's time on bench/scale.py's tables. ``schema``: ``name type, ...`` (string and bigint columns).
-    The literal travels inside the plan, so this works on any cluster; large tables still use ``createDataFrame``."""
-    import json
-
-    from pyspark.sql import functions as F
-
-    if len(rows) > SMALL_FRAME_MAX_ROWS:
-        return spark.createDataFrame(rows, schema)
-    fields = [part.strip().split() for part in schema.split(",")]
-    struct = "array<struct<" + ",".join(f"{name}:{type_}" for name, type_ in fields) + ">>"
-    payload = json.dumps([dict(zip((name for name, _ in fields), row)) for row in rows])
-    return spark.range(0, 1, 1, 1).select(F.inline(F.from_json(F.lit(payload), struct)))
-
-
 def merge_works(works: Iterable[_Work]) -> _Work:
     """One work over several partitions (their files are disjoint), for one Spark job per job group."""
     merged = _Work({}, {}, {}, {}, {})
@@ -359,7 +337,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     pairs = [(data_tag[path], index[r]) for path in data_paths for r in sorted(work.eq_targets[path])]
 
     def applicability() -> Any:
-        return small_frame(spark, pairs, "__t bigint, __e bigint")
+        return spark.createDataFrame(pairs, "__t long, __e long")
 
     iceberg = spark.read.format("iceberg").option("snapshot-id", str(base_snapshot_id)).load(table_ref)
     spark_types = {f"c{fid}": iceberg.schema[c].dataType for fid, c in all_columns}
@@ -370,7 +348,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
         rows = read_tagged_parquet(spark, schema, [(p, data_tag[p]) for p in data_paths], row_index=True,
                                    tag_column="__t", position_column="__pos")
     else:
-        tags = small_frame(spark, sorted(data_tag.items()), "__file string, __t bigint")
+        tags = spark.createDataFrame(sorted(data_tag.items()), "__file string, __t long")
         rows = (
             iceberg.where(row_filter)
             # _deleted: Iceberg returns rows its deletes remove, flagged, instead of dropping them; the flag itself
@@ -479,7 +457,7 @@ def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]], *
     tags = {forms[location]: tag for location, tag in files}
     if len(tags) != len(files):
         raise UnsupportedTableError("two files resolve to the same file")
-    mapping = small_frame(spark, sorted(tags.items()), "__path string, __tag bigint")
+    mapping = spark.createDataFrame(sorted(tags.items()), "__path string, __tag long")
     frame = _read_parquet(spark, schema, [loc for loc, _ in files])
     if row_index:
         frame = frame.withColumn(position_column, F.col("_metadata.row_index"))
@@ -501,7 +479,7 @@ def absorbed_positions(spark: Any, work: _Work) -> Any:
         return None
     _check_formats(parquet, "position delete file")
     paths = sorted({str(d.location()) for d in parquet})
-    live = small_frame(spark, [(p,) for p in work.data_files], "__file string")
+    live = spark.createDataFrame([(p,) for p in work.data_files], StructType([StructField("__file", StringType())]))
     schema = StructType([StructField("file_path", StringType()), StructField("pos", LongType())])
     raw = _read_parquet(spark, schema, paths)  # the spec's fixed column names; no schema inference
     return raw.join(F.broadcast(live), F.col("file_path") == F.col("__file")).select("file_path", "pos")
