@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -21,3 +22,22 @@ for _path in (str(ROOT), str(BENCH_DIR)):
 def timing_line(label: str, stats: dict[str, float], width: int) -> str:
     """One row of a results table: median and (min-max) of a contender's seconds."""
     return f"  {label:<{width}} {stats['median_s']:8.2f} s   ({stats['min_s']:.2f}-{stats['max_s']:.2f})"
+
+
+def table_files(spark: Any, table_ref: str) -> dict[str, int]:
+    """Live files of an Iceberg table by kind (its ``files`` metadata table): data files and bytes, equality-delete
+    files, position-delete files, deletion vectors (position deletes in Puffin files)."""
+    rows = spark.sql(f"SELECT content, file_format, count(*) AS n, sum(file_size_in_bytes) AS b "
+                     f"FROM {table_ref}.files GROUP BY content, file_format").collect()
+    out = {"data_files": 0, "data_bytes": 0, "equality_delete_files": 0, "position_delete_files": 0, "dvs": 0}
+    for r in rows:
+        if r["content"] == 0:
+            out["data_files"] += int(r["n"])
+            out["data_bytes"] += int(r["b"])
+        elif r["content"] == 2:
+            out["equality_delete_files"] += int(r["n"])
+        elif r["file_format"] == "PUFFIN":
+            out["dvs"] += int(r["n"])
+        else:
+            out["position_delete_files"] += int(r["n"])
+    return out

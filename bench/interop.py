@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from _common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 CATALOG_NAME = "interop"
 NAMESPACE = "ns"
@@ -146,20 +146,7 @@ class SizeRun:
         return {"seconds": round(time.perf_counter() - t0, 2), "partitions": len(parts), "groups": len(the_plan.groups)}
 
     def files(self, name: str) -> dict[str, int]:
-        rows = self.spark.sql(f"SELECT content, file_format, count(*) AS n, sum(file_size_in_bytes) AS b "
-                              f"FROM {self.ref(name)}.files GROUP BY content, file_format").collect()
-        out = {"data_files": 0, "data_bytes": 0, "equality_delete_files": 0, "position_delete_files": 0, "dvs": 0}
-        for r in rows:
-            if r["content"] == 0:
-                out["data_files"] += int(r["n"])
-                out["data_bytes"] += int(r["b"])
-            elif r["content"] == 2:
-                out["equality_delete_files"] += int(r["n"])
-            elif r["file_format"] == "PUFFIN":
-                out["dvs"] += int(r["n"])
-            else:
-                out["position_delete_files"] += int(r["n"])
-        return out
+        return table_files(self.spark, self.ref(name))
 
     def reference(self, name: str, fp: Fingerprints) -> tuple[str, tuple[int, int, int]]:
         """Spark's read of ``name`` written to Parquet (untimed), and its fingerprint."""

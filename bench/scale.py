@@ -57,7 +57,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from _common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from _common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 import major as M  # noqa: E402  (bench/major.py: clones, CALL, plain Parquet, phase timers, scans)
 
@@ -210,20 +210,7 @@ class SizeRun:
                          "phases": timer.snapshot()}
 
     def files(self, name: str) -> dict[str, int]:
-        rows = self.spark.sql(f"SELECT content, file_format, count(*) AS n, sum(file_size_in_bytes) AS b "
-                              f"FROM {CATALOG_NAME}.{NAMESPACE}.{name}.files GROUP BY content, file_format").collect()
-        out = {"data_files": 0, "data_bytes": 0, "equality_delete_files": 0, "position_delete_files": 0, "dvs": 0}
-        for r in rows:
-            if r["content"] == 0:
-                out["data_files"] += int(r["n"])
-                out["data_bytes"] += int(r["b"])
-            elif r["content"] == 2:
-                out["equality_delete_files"] += int(r["n"])
-            elif r["file_format"] == "PUFFIN":
-                out["dvs"] += int(r["n"])
-            else:
-                out["position_delete_files"] += int(r["n"])
-        return out
+        return table_files(self.spark, f"{CATALOG_NAME}.{NAMESPACE}.{name}")
 
     def committed_bytes(self, name: str) -> int:
         """Bytes of the files the clone's own commits added (data and delete files; Iceberg's
