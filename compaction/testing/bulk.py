@@ -321,11 +321,6 @@ class BulkGenerator:
                    partition: Any, metrics_config: Any) -> Any:
         from compaction.spark import jvm as J
 
-        # Every py4j call is a socket round trip (~0.5 ms here): Java classes are resolved once per run.
-        if not hasattr(self, "_java"):
-            j = J.jvm(self.spark)
-            self._java = (j.org.apache.iceberg.parquet.ParquetUtil, j.java.util.Arrays, j.java.util.stream.LongStream,
-                          j.org.apache.iceberg.DataFiles, jtable.io())
         parquet_util, arrays, long_stream, data_files, io = self._java
         metrics = parquet_util.fileMetrics(io.newInputFile(location), metrics_config)
         offsets = arrays.asList(long_stream.of(J.long_array(self.spark, split_offsets)).boxed().toArray())
@@ -345,6 +340,9 @@ class BulkGenerator:
         self.schema = arrow_schema(jtable, COLUMN_NAMES)
         self.writer = TableFileWriter(self.spark, jtable)
         self.metrics_config = j.org.apache.iceberg.MetricsConfig.forTable(jtable)
+        # Every py4j call is a socket round trip (~0.5-1 ms here): the Java classes used per file are resolved once.
+        self._java = (j.org.apache.iceberg.parquet.ParquetUtil, j.java.util.Arrays, j.java.util.stream.LongStream,
+                      j.org.apache.iceberg.DataFiles, jtable.io())
         self.jspec = jtable.spec()
         self.partition_data = {}
         for p in range(spec.partitions):
