@@ -43,6 +43,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ NOW = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
 MIB = 1024 * 1024
 STATES = ("before", "after_minor", "after_major")
 ENGINES = ("spark", "duckdb", "duckdb_nocache", "pyiceberg")
-CORRECT, WRONG, UNSUPPORTED, ERROR = "correct", "wrong", "unsupported", "error"
+CORRECT, WRONG, UNSUPPORTED, ERROR, TIMEOUT = "correct", "wrong", "unsupported", "error", "timeout"
 NOTES = [
     "outcome per engine and state: correct = the same multiset of rows as Spark's read of the same snapshot "
     "(count + sum and xor of a row hash over every column); wrong (-missing/+extra rows); unsupported = the "
@@ -63,12 +64,18 @@ NOTES = [
     "files: data / equality-delete / position-delete files / DVs of the snapshot read",
     "times: spark = count(*) + sum(xxhash64(all columns)) in the JVM (local[2]); duckdb, duckdb_nocache, "
     "pyiceberg = every row of every column into an Arrow table in this Python process",
+    "timeout = the read was interrupted after --timeout seconds (DuckDB only: pyiceberg and Spark cannot be "
+    "interrupted from here)",
     "duckdb = DuckDB's default settings; duckdb_nocache = SET enable_external_file_cache = false (DuckDB "
     "1.5.5's file cache can return the wrong deletion-vector blob when a Puffin file holds several DVs)",
 ]
 
 
 class BenchmarkError(RuntimeError):
+    pass
+
+
+class ReadTimeout(RuntimeError):
     pass
 
 
@@ -108,9 +115,10 @@ class Fingerprints:
 
 class SizeRun:
     def __init__(self, spark: Any, catalog_cfg: Any, workdir: Path, size: str, format_version: int, seed: int,
-                 repeat: int) -> None:
+                 repeat: int, timeout: float) -> None:
         self.spark, self.catalog_cfg, self.workdir = spark, catalog_cfg, workdir
         self.size, self.format_version, self.seed, self.repeat = size, format_version, seed, repeat
+        self.timeout = timeout
         self.base = f"base_{size}_v{format_version}"
         self.tag = f"{size}_v{format_version}"
 
@@ -168,11 +176,21 @@ class SizeRun:
             arrow = E.pyiceberg_arrow(table)
             return time.perf_counter() - t0, arrow
         con = E.duckdb_connect(external_file_cache=engine == "duckdb")
+        # DuckDB 1.5.5 applies equality deletes by an anti-join per data file: minutes at ``m``. A read is
+        # interrupted after ``timeout`` seconds (``connection.interrupt()`` from a timer thread) and reported as such.
+        timer = threading.Timer(self.timeout, con.interrupt)
         try:
             t0 = time.perf_counter()
-            arrow = con.execute(f"SELECT * FROM {E.duckdb_scan_sql(table.metadata_location)}").to_arrow_table()
+            timer.start()
+            try:
+                arrow = con.execute(f"SELECT * FROM {E.duckdb_scan_sql(table.metadata_location)}").to_arrow_table()
+            except Exception as exc:
+                if time.perf_counter() - t0 >= self.timeout:
+                    raise ReadTimeout(f"interrupted after {self.timeout:.0f} s") from exc
+                raise
             return time.perf_counter() - t0, arrow
         finally:
+            timer.cancel()
             con.close()
 
     def judge_state(self, state: str, name: str, fp: Fingerprints, spark_base: tuple[int, str]) -> dict[str, Any]:
@@ -194,6 +212,9 @@ class SizeRun:
             for _ in range(self.repeat):
                 try:
                     elapsed, arrow = self.engine_read(engine, name)
+                except ReadTimeout as exc:
+                    info = {"outcome": TIMEOUT, "message": str(exc), "seconds": self.timeout}
+                    break
                 except Exception as exc:  # noqa: BLE001 - recorded with the engine's message
                     message = f"{type(exc).__name__}: {exc}".split("\n\nStack Trace:")[0].strip()
                     info = {"outcome": UNSUPPORTED if E.is_unsupported(engine, message) else ERROR,
@@ -270,7 +291,9 @@ def render(r: dict[str, Any]) -> str:
             for e in ENGINES:
                 info = s["engines"][e]
                 cell = info["outcome"]
-                if "seconds" in info:
+                if info["outcome"] == TIMEOUT:
+                    cell += f" >{info['seconds']:.0f}s"
+                elif "seconds" in info:
                     cell += f" {info['seconds']:.2f}s"
                 if info["outcome"] == WRONG and "missing_rows" in info:
                     cell += f" (-{info['missing_rows']}/+{info['extra_rows']})"
@@ -279,6 +302,8 @@ def render(r: dict[str, Any]) -> str:
         messages = {(e, info["message"]) for s in run["states"].values() for e, info in s["engines"].items()
                     if "message" in info}
         for e, m in sorted(messages):
+            if m.startswith("interrupted after"):
+                continue
             lines.append(f"   {e}: {m[:200]}")
     if not r.get("complete", True):
         lines[0] += "  [INCOMPLETE]"
@@ -297,6 +322,7 @@ def write_results(args: argparse.Namespace, argv: list[str] | None, spark: Any, 
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([".venv/bin/python", "bench/interop.py", *(argv if argv is not None else sys.argv[1:])]),
         "config": {"sizes": sizes, "format_versions": versions, "repeat": args.repeat, "seed": args.seed,
+                   "timeout_s": args.timeout,
                    "spark_master": spark.sparkContext.master},
         "complete": len(runs) == len(todo),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "duckdb": duckdb.__version__,
@@ -321,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format-versions", default="2,3", help="comma-separated format versions (default 2,3)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--seed", type=int, default=20261123)
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds before a DuckDB read is interrupted and reported as timeout (default 120)")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "interop", help="result stem")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
@@ -343,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: list[dict[str, Any]] = []
         todo = [(size, version) for size in sizes for version in versions]
         for size, version in todo:
-            runs.append(SizeRun(spark, catalog_cfg, workdir, size, version, args.seed, args.repeat).run())
+            runs.append(SizeRun(spark, catalog_cfg, workdir, size, version, args.seed, args.repeat, args.timeout).run())
             for name in (f"base_{size}_v{version}", f"minor_{size}_v{version}", f"major_{size}_v{version}"):
                 spark.sql(f"DROP TABLE IF EXISTS {CATALOG_NAME}.{NAMESPACE}.{name}")
             # Written after every run: a long run stopped part-way keeps what it measured (and says so).
