@@ -62,7 +62,8 @@ UTC = dt.timezone.utc
 K, S = CompactionKind, OutcomeStatus
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 TABLE = TableIdentity("cat", ("db",), "events")
-TABLES = {"plans", "runs", "partition_outcomes", "conflicts"}
+TABLES = {"plans", "runs", "partition_outcomes", "conflicts", "health_samples"}
+HEAD = "0002"
 
 
 def at(seconds: float) -> dt.datetime:
@@ -158,7 +159,7 @@ def test_default_location_and_env_override(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.delenv(LEDGER_URL_ENV, raising=False)
     with Ledger.open() as led:
         assert led.url == f"sqlite:///{tmp_path / 'home' / LEDGER_FILENAME}"
-        assert led.schema_revision() == "0001"
+        assert led.schema_revision() == HEAD
     assert (tmp_path / "home" / LEDGER_FILENAME).is_file()
 
     other = tmp_path / "elsewhere" / "sub" / "l.db"  # parent folders are created
@@ -184,16 +185,17 @@ def test_alembic_head_matches_models_and_downgrade_round_trips(backend: str, req
             "ix_partition_outcomes_table_ref_partition_label",
             "ix_conflicts_run_id_occurred_at",
             "ix_plans_table_ref_created_at",
+            "ix_health_samples_catalog_table_ref_recorded_at",
         } <= indexes
 
         with Ledger.open(url) as led:  # already at head: nothing to do
-            assert led.schema_revision() == "0001"
+            assert led.schema_revision() == HEAD
             led.start_run("db.t", "cat", now=T0)
             led.downgrade("base")
             assert led.schema_revision() is None
             assert table_names(engine) == set()
         with Ledger.open(url) as led:  # upgrades again
-            assert led.schema_revision() == "0001"
+            assert led.schema_revision() == HEAD
             assert led.runs() == []
         assert schema_diffs(engine) == []
 
@@ -220,11 +222,11 @@ def test_failed_upgrade_leaves_nothing_behind(url: str) -> None:
     finally:
         engine.dispose()
     with Ledger.open(url) as led:
-        assert led.schema_revision() == "0001"
+        assert led.schema_revision() == HEAD
 
 
 def test_unknown_newer_revision_and_no_upgrade(url: str) -> None:
-    with pytest.raises(LedgerError, match="expected 0001"):
+    with pytest.raises(LedgerError, match=f"expected {HEAD}"):
         Ledger.open(url, upgrade=False)
     Ledger.open(url).close()
     engine = sa.create_engine(url)
@@ -647,7 +649,7 @@ def _race(urls: list[str], processes: int = 2) -> None:
     assert all(p.exitcode == 0 for p in procs)
     for url in urls:
         assert sorted(name for name, u, _, _ in got if u == url) == [f"p{i}" for i in range(processes)]
-        assert {rev for _, u, rev, _ in got if u == url} == {"0001"}
+        assert {rev for _, u, rev, _ in got if u == url} == {HEAD}
         with Ledger.open(url) as led:
             runs = led.runs()
             assert sorted(r.airflow_run_id or "" for r in runs) == [f"p{i}" for i in range(processes)]
@@ -666,3 +668,21 @@ def test_concurrent_first_open_sqlite(tmp_path: Path) -> None:
 
 def test_concurrent_first_open_postgres(postgres_cluster: Any) -> None:
     _race([postgres_cluster.sqlalchemy_uri(postgres_cluster.create_database()) for _ in range(3)])
+
+
+def test_last_committed_per_partition_and_kind(ledger: Ledger) -> None:
+    """What ``compaction.minor.interval`` measures from: per partition, the last committed MINOR of real runs."""
+    eu, us = "spec=0/region=EU", "spec=0/region=US"
+    first = ledger.start_run("db.t", "cat", now=at(1))
+    ledger.record_partition_outcome(first, PartitionOutcome(eu, K.MINOR, S.COMMITTED), now=at(2))
+    ledger.record_partition_outcome(first, PartitionOutcome(us, K.MINOR, S.FAILED), now=at(3))
+    second = ledger.start_run("db.t", "cat", now=at(10))
+    ledger.record_partition_outcome(second, PartitionOutcome(eu, K.MINOR, S.COMMITTED), now=at(12))
+    ledger.record_partition_outcome(second, PartitionOutcome(us, K.MAJOR, S.COMMITTED), now=at(13))
+    dry = ledger.start_run("db.t", "cat", dry_run=True, now=at(20))
+    ledger.record_partition_outcome(dry, PartitionOutcome(us, K.MINOR, S.COMMITTED), now=at(21))
+    other = ledger.start_run("db.other", "cat", now=at(30))
+    ledger.record_partition_outcome(other, PartitionOutcome(us, K.MINOR, S.COMMITTED), now=at(31))
+    assert ledger.last_committed("db.t", "minor", catalog="cat") == {eu: at(12)}
+    assert ledger.last_committed("db.t", "major") == {us: at(13)}
+    assert ledger.last_committed("db.t", "minor", catalog="elsewhere") == {}
