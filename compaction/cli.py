@@ -1,4 +1,7 @@
-"""``icecompact`` console script: inspect, plan, demo (run and history arrive with the Spark job and ledger)."""
+"""icecompact: compaction of Iceberg merge-on-read tables. inspect shows a table's health from metadata, plan decides
+NONE/MINOR/MAJOR per partition, run compacts on Spark and records the run in the ledger, history lists the recorded
+runs, demo builds and compacts a demo table. inspect, plan and run also record a health sample of the table in the
+ledger (health over time, shown by the Airflow UI plugin) unless --no-record is given."""
 
 from __future__ import annotations
 
@@ -94,10 +97,27 @@ def format_health(state) -> str:  # type: ignore[no-untyped-def]
     return header + "\n" + table
 
 
-def cmd_inspect(args: argparse.Namespace) -> int:
-    from compaction.inspect import inspect_table
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
-    state = inspect_table(_catalog(args), args.table)
+
+def _record_health(args: argparse.Namespace, state, sample=None, metadata_location: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    """Record the table's health sample in the ledger (best effort: a ledger problem is a warning)."""
+    if getattr(args, "no_record", False):
+        return
+    from compaction.fleet import record_sample, sample_state
+
+    if sample is None:
+        sample = sample_state(state, metadata_location=metadata_location)
+    record_sample(sample, "cli", warn=_warn)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from compaction.inspect import load_table, table_state
+
+    identity, table = load_table(_catalog(args), args.table)
+    state = table_state(table, identity)
+    _record_health(args, state, metadata_location=table.metadata_location)
     if args.json:
         print(json.dumps({"table": str(state.identity), "format_version": state.format_version,
                           "snapshot_id": state.snapshot_id, "partitions": partition_health_rows(state)}, indent=2))
@@ -130,6 +150,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     now = _dt.datetime.now(_dt.timezone.utc)
     result = plan(state, policy, CompactionMode(args.mode), now,
                   partition_filter=partition_filter)
+    if CompactionMode(args.mode) is CompactionMode.AUTO and partition_filter is None and not args.set:
+        from compaction.core.health import sample_from_state
+
+        _record_health(args, state, sample_from_state(state, policy, result, table.metadata_location))
+    else:  # the sample holds the table's own auto decision, not this run's mode, filter or overrides
+        _record_health(args, state, metadata_location=table.metadata_location)
     if args.json:
         print(result.to_json())
     else:
@@ -201,6 +227,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress=lambda m: print(m, file=sys.stderr, flush=True),
     )
     print(format_plan(report.plan))
+    if not args.no_record:  # the table's health after the run (metadata only)
+        from compaction.fleet import record_sample, sample_table
+
+        try:
+            record_sample(sample_table(catalog, args.table)[0], "cli", warn=_warn)
+        except CompactionError as e:
+            _warn(f"health sample not recorded: {e}")
     if args.dry_run:
         print(f"dry run: nothing submitted (run {report.run_id})")
         return 0
@@ -287,14 +320,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+_NO_RECORD_HELP = "do not record the table's health sample in the ledger"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="icecompact", description=__doc__)
     parser.add_argument("--catalog", help="catalog name from .pyiceberg.yaml / PYICEBERG_CATALOG__* (default: embedded)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("inspect", help="per-partition health from metadata only")
+    p = sub.add_parser("inspect", help="per-partition health from metadata only (recorded in the ledger)")
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("plan", help="decide NONE/MINOR/MAJOR per partition and group the work")
@@ -305,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "are selected by inclusive projection, as Iceberg's scan planning does (see README)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="plan and compact a table on Spark (spark-submit), record the run")
@@ -319,16 +357,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="post-commit check of every compaction snapshot (default count; see README \"Validation levels\")")
     p.add_argument("--max-retries", type=int, default=3, help="conflict retries per partition (default 3)")
     p.add_argument("--max-parallel-jobs", type=int, default=2, help="concurrent spark-submits (1 on SQLite)")
+    p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP + " after the run")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("history", help="runs recorded in the ledger")
+    p = sub.add_parser("history", help="runs recorded in the ledger (or one run's per-partition outcomes)")
     p.add_argument("table", nargs="?", help="NAMESPACE.TABLE (default: all tables)")
     p.add_argument("--run", help="show one run's per-partition outcomes")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("demo", help="create the demo merge-on-read table in the embedded catalog")
+    p = sub.add_parser("demo", help="create the demo merge-on-read table in the embedded catalog, then compact it")
     p.add_argument("--table", default="demo.events")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
     p.add_argument("--no-compact", action="store_true", help="only create the table and print its health")

@@ -72,10 +72,11 @@ def inspect(table_name: str, raw_params: Mapping[str, Any], echo: Callable[[str]
     params = parse_params(raw_params)
     catalog = _catalog(params)
     from compaction.cli import format_health
-    from compaction.inspect import inspect_table
+    from compaction.fleet import record_sample, sample_table
 
-    state = inspect_table(catalog, table_name)
+    sample, state = sample_table(catalog, table_name)
     echo(f"{catalog.name}.{table_name} at snapshot {state.snapshot_id}:\n{format_health(state)}")
+    record_sample(sample, "airflow", warn=log.warning)  # health over time (best effort)
     return {
         "table": table_name,
         "snapshot_id": state.snapshot_id,
@@ -241,7 +242,7 @@ def summary(plans: Sequence[Mapping[str, Any]] | None, raw_params: Mapping[str, 
     from types import SimpleNamespace
 
     from compaction.cli import format_before_after, format_health
-    from compaction.inspect import inspect_table
+    from compaction.fleet import record_sample, sample_table
     from compaction.ledger import Ledger
 
     out: dict[str, Any] = {}
@@ -251,7 +252,8 @@ def summary(plans: Sequence[Mapping[str, Any]] | None, raw_params: Mapping[str, 
                 continue
             run = ledger.run(str(p["run_id"]))
             outcomes = ledger.outcomes(str(p["run_id"]))
-            state = inspect_table(catalog, str(p["table"]))
+            sample, state = sample_table(catalog, str(p["table"]))
+            record_sample(sample, "airflow", ledger=ledger, warn=log.warning)  # the health after the run
             echo(f"== {catalog.name}.{p['table']}: run {p['run_id']} {run.status.value if run else '?'}"
                  f"{' (dry run)' if p.get('dry_run') else ''}")
             echo(format_before_after(SimpleNamespace(outcomes=outcomes)))
