@@ -14,12 +14,20 @@ DETAILED_RUNS = 5
 
 
 # ------------------------------------------------------------------------------------------------ data
-def table_health(catalog: Any, table_name: str) -> dict[str, Any]:
-    """Per-partition health of ``table_name`` from metadata (pyiceberg, no Spark)."""
-    from compaction.cli import partition_health_rows
-    from compaction.inspect import inspect_table
+def table_health(catalog: Any, table_name: str, record: bool = True) -> dict[str, Any]:
+    """Per-partition health of ``table_name`` from metadata (pyiceberg, no Spark), with the planner's decision now
+    (``decision``); the inspection is recorded as a health sample (source ``ui``) unless ``record`` is false."""
+    from compaction.fleet import record_sample, sample_table
 
-    state = inspect_table(catalog, table_name)
+    sample, state = sample_table(catalog, table_name)
+    if record:
+        record_sample(sample, "ui")
+    return health_from_state(catalog.name, table_name, state, sample)
+
+
+def health_from_state(catalog_name: str, table_name: str, state: Any, sample: Any = None) -> dict[str, Any]:
+    from compaction.cli import partition_health_rows
+
     rows = partition_health_rows(state)
     for row, p in zip(rows, state.partitions):
         row["readable"] = readable_label(p.key)
@@ -27,7 +35,7 @@ def table_health(catalog: Any, table_name: str) -> dict[str, Any]:
         row["delete_records"] = (row["position_delete_records"] + row["equality_delete_records"]
                                  + row["deletion_vector_records"])
     return {
-        "catalog": catalog.name,
+        "catalog": catalog_name,
         "table": table_name,
         "snapshot_id": state.snapshot_id,
         "format_version": state.format_version,
@@ -38,7 +46,11 @@ def table_health(catalog: Any, table_name: str) -> dict[str, Any]:
             "data_records": sum(r["data_records"] for r in rows),
             "delete_files": sum(r["delete_files"] for r in rows),
             "delete_records": sum(r["delete_records"] for r in rows),
+            "fragment_files": None if sample is None else sample.fragment_files,
         },
+        "decision": None if sample is None else {"kind": sample.decision, "reason": sample.decision_reason,
+                                                 "partitions_minor": sample.partitions_minor,
+                                                 "partitions_major": sample.partitions_major},
     }
 
 
@@ -92,6 +104,16 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px} .muted{co
 table{border-collapse:collapse;font-size:13px;margin:6px 0} th,td{border:1px solid #e5e7eb;padding:4px 8px}
 th{background:#f3f4f6;text-align:left} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .bad{color:#b91c1c;font-weight:600} .ok{color:#15803d} .pill{padding:1px 6px;border-radius:8px;background:#eef2ff}
+th a{color:inherit;text-decoration:none} th a.sorted{text-decoration:underline}
+.badge{padding:1px 7px;border-radius:9px;font-size:12px;white-space:nowrap}
+.lvl-problem{background:#fee2e2;color:#991b1b} .lvl-major{background:#ffedd5;color:#9a3412}
+.lvl-minor{background:#fef9c3;color:#854d0e} .lvl-unknown{background:#e5e7eb;color:#374151}
+.lvl-healthy{background:#dcfce7;color:#166534} .reason{max-width:360px;color:#4b5563;font-size:12px}
+.flash{padding:8px 12px;border-radius:6px;margin:10px 0} .flash.ok{background:#dcfce7;color:#166534}
+.flash.refused{background:#fee2e2;color:#991b1b;font-weight:600} .stale{color:#9a3412;font-size:12px}
+form.compact{display:flex;gap:12px;align-items:end;flex-wrap:wrap;background:#f9fafb;padding:10px;
+border:1px solid #e5e7eb;border-radius:6px} form.compact label{display:flex;flex-direction:column;font-size:12px}
+form.compact input[type=text]{width:360px}
 """
 
 
@@ -138,17 +160,88 @@ def health_chart(rows: Sequence[Mapping[str, Any]], width: int = 760) -> str:
     return "".join(parts)
 
 
-def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], base: str) -> str:
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86_400:.0f} d ago"
+
+
+def _duration(ms: object) -> str:
+    if ms is None:
+        return "-"
+    seconds = float(ms) / 1000  # type: ignore[arg-type]
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _airflow_run_link(dag_run_id: object) -> str:
+    from urllib.parse import quote
+
+    from icecompact_airflow import DAG_ID
+
+    return f"/dags/{DAG_ID}/runs/{quote(str(dag_run_id), safe='')}"
+
+
+_LEVEL_CLASS = {3: "lvl-major", 2: "lvl-minor", 1: "lvl-unknown", 0: "lvl-healthy"}
+
+
+def _level_class(level: int) -> str:
+    return "lvl-problem" if level >= 10 else _LEVEL_CLASS.get(level, "lvl-unknown")
+
+
+def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], base: str, *,
+                      samples: Sequence[Mapping[str, Any]] = (), pending: Sequence[Mapping[str, Any]] = (),
+                      form_token: str = "", flash: tuple[str, str] | None = None,
+                      now: Any = None) -> str:
+    """The table page: health now and the planner's decision, health over time with runs marked, "compact now",
+    per-partition health, run history (ledger runs, and DAG runs for this table not yet in the ledger)."""
+    from urllib.parse import quote
+
+    from icecompact_airflow.charts import history_chart
+
     t = health["totals"]
     rows = health["partitions"]
+    table, catalog = str(health["table"]), str(health["catalog"])
+    q = f"?catalog={quote(catalog)}"
+    decision = health.get("decision") or {}
+    kind = decision.get("kind")
     body = [
-        f'<p class="muted"><a href="{_e(base)}/">all tables</a></p>',
-        f'<h1>{_e(health["catalog"])}.{_e(health["table"])}</h1>',
+        f'<p class="muted"><a href="{_e(base)}/{_e(q)}">all tables</a></p>',
+        f'<h1>{_e(catalog)}.{_e(table)}</h1>',
         f'<p class="muted">snapshot {_e(health["snapshot_id"])}, format v{_e(health["format_version"])} &middot; '
-        f'{t["partitions"]} partitions, {t["data_files"]} data files, {t["data_records"]} data records, '
+        f'{t["partitions"]} partitions, {t["data_files"]} data files'
+        + (f' ({t["fragment_files"]} fragment files)' if t.get("fragment_files") is not None else "")
+        + f', {t["data_records"]} data records, '
         f'<span class="{"bad" if t["delete_files"] else "ok"}">{t["delete_files"]} delete files</span> '
         f'({t["delete_records"]} delete records) &middot; '
-        f'<a href="{_e(base)}/api/tables/{_e(health["table"])}/health?catalog={_e(health["catalog"])}">JSON</a></p>',
+        f'<a href="{_e(base)}/api/tables/{_e(table)}/health{_e(q)}">JSON</a></p>',
+    ]
+    if kind is not None:
+        level = {"major": 3, "minor": 2}.get(str(kind), 0)
+        body.append(f'<p id="decision">Planner now (auto, table policy): <span class="badge {_level_class(level)}">'
+                    f'{_e(str(kind).upper())}</span> <span class="reason">{_e(decision.get("reason"))}</span></p>')
+    if flash is not None:
+        body.append(f'<p id="flash" class="flash {_e(flash[0])}">{_e(flash[1])}</p>')
+    body.append(f'<h2>Health over time</h2><p class="muted">{len(samples)} sample(s) &middot; '
+                f'<a href="{_e(base)}/api/tables/{_e(table)}/samples{_e(q)}">JSON</a></p>')
+    body.append(history_chart(samples, history["runs"], now=now))
+    body.append(
+        f'<h2>Compact now</h2><form class="compact" id="compact-now" method="post" '
+        f'action="{_e(base)}/tables/{_e(table)}/compact{_e(q)}">'
+        f'<input type="hidden" name="form_token" value="{_e(form_token)}">'
+        '<label>mode<select name="mode"><option value="auto" selected>auto</option><option value="minor">minor'
+        '</option><option value="major">major</option></select></label>'
+        '<label>partition filter (Iceberg row filter, optional)<input type="text" name="partition_filter" '
+        'placeholder="ts &gt;= \'2024-01-02\' and region = \'EU\'"></label>'
+        '<label><span><input type="checkbox" name="dry_run" value="true"> dry run (plan and record only)</span></label>'
+        '<button type="submit">Compact now</button></form>'
+        '<p class="muted">Starts a run of the iceberg_compaction DAG for this table through Airflow\'s API, as you: '
+        'Airflow decides whether you may.</p>')
+    body += [
         "<h2>Partition health</h2>",
         health_chart(rows) if rows else "<p>no partitions</p>",
         "<table id=\"health\"><tr><th>partition</th><th>readable</th><th>data files</th><th>data records</th>"
@@ -164,20 +257,30 @@ def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], bas
             f'<td class="n">{r["delete_records"]}</td>'
             f'<td class="n{" bad" if r["delete_ratio"] else ""}">{float(r["delete_ratio"]) * 100:.1f}%</td></tr>')
     body.append("</table>")
-    body.append(f'<h2>Run history</h2><p class="muted"><a href="{_e(base)}/api/tables/{_e(health["table"])}/runs'
-                f'?catalog={_e(health["catalog"])}">JSON</a></p>')
+    body.append(f'<h2>Run history</h2><p class="muted"><a href="{_e(base)}/api/tables/{_e(table)}/runs'
+                f'{_e(q)}">JSON</a></p>')
     runs = history["runs"]
-    if not runs:
+    if not runs and not pending:
         body.append("<p>no runs recorded</p>")
     else:
         body.append("<table id=\"runs\"><tr><th>run</th><th>started (UTC)</th><th>trigger</th><th>Airflow run</th>"
                     "<th>mode</th><th>status</th><th>duration</th></tr>")
+        for p in pending:  # DAG runs for this table that have not reached the ledger yet
+            conf = p.get("conf") or {}
+            state = f"{p.get('state')} (Airflow)" + (" (dry run)" if conf.get("dry_run") else "")
+            body.append(
+                f'<tr class="pending"><td>-</td><td>{_e(str(p.get("run_after") or p.get("queued_at") or "")[:19])}</td>'
+                f'<td>airflow</td><td><a href="{_e(_airflow_run_link(p.get("dag_run_id")))}">'
+                f'{_e(p.get("dag_run_id"))}</a></td><td>{_e(conf.get("mode") or "auto")}</td>'
+                f'<td>{_e(state)}</td><td class="n">-</td></tr>')
         for r in runs:
             status = str(r["status"]) + (" (dry run)" if r["dry_run"] else "")
+            airflow_run = (f'<a href="{_e(_airflow_run_link(r["airflow_run_id"]))}">{_e(r["airflow_run_id"])}</a>'
+                           if r["airflow_run_id"] else "")
             body.append(
                 f'<tr><td><a href="{_e(base)}/api/runs/{_e(r["run_id"])}">{_e(str(r["run_id"])[:8])}</a></td>'
                 f'<td>{_e(str(r["started_at"])[:19])}</td><td>{_e(r["trigger"])}</td>'
-                f'<td>{_e(r["airflow_run_id"] or "")}</td><td>{_e(r["mode"])}</td>'
+                f'<td>{airflow_run}</td><td>{_e(r["mode"])}</td>'
                 f'<td class="{"bad" if r["status"] in ("failed", "needs_attention") else ""}">{_e(status)}</td>'
                 f'<td class="n">{(r["duration_ms"] or 0) / 1000:.1f}s</td></tr>')
         body.append("</table>")
@@ -198,11 +301,97 @@ def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], bas
                     f'<td>{_arrow(o["data_bytes_before"], o["data_bytes_after"])}</td>'
                     f'<td>{_e(o["validation_result"] or "-")}</td></tr>')
             body.append("</table>")
-    return _page(f"{health['table']} - compaction health", "".join(body))
+    return _page(f"{table} - compaction health", "".join(body))
 
 
-def render_index(catalog: str, tables: Sequence[str], base: str) -> str:
-    items = "".join(f'<li><a href="{_e(base)}/tables/{_e(t)}?catalog={_e(catalog)}">{_e(t)}</a></li>' for t in tables)
-    return _page("Iceberg compaction", f"<h1>Iceberg compaction</h1><p class=\"muted\">catalog {_e(catalog)} &middot; "
-                 f"<a href=\"{_e(base)}/api/tables?catalog={_e(catalog)}\">JSON</a></p>"
-                 f"<ul>{items or '<li>no tables</li>'}</ul>")
+OVERVIEW_COLUMNS = (("attention", "attention"), ("table", "table"), ("decision", "planner now"),
+                    ("data_files", "data files"), ("fragment_files", "fragment files"),
+                    ("delete_files", "delete files (pos / eq / DV)"), ("delete_ratio", "delete ratio"),
+                    ("", "size"), ("last_run", "last run"), ("", "delete files over time"), ("", "sampled"))
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(n)
+
+
+def render_overview(overview: Any, base: str, sort: str = "attention", descending: bool | None = None) -> str:
+    """Every table of the catalog: health, the planner's decision now, last run, delete files over time."""
+    from urllib.parse import quote
+
+    from compaction.fleet import SORT_DESCENDING, SORT_KEYS, sort_rows
+    from icecompact_airflow.charts import sparkline
+
+    key = sort if sort in SORT_KEYS else "attention"
+    desc = SORT_DESCENDING[key] if descending is None else descending
+    rows = sort_rows(overview.tables, key, desc)
+    now = overview.generated_at
+    catalog = str(overview.catalog)
+    q = f"catalog={quote(catalog)}"
+    head = []
+    for col, label in OVERVIEW_COLUMNS:
+        if not col:
+            head.append(f"<th>{_e(label)}</th>")
+            continue
+        next_desc = (not desc) if col == key else SORT_DESCENDING[col]
+        mark = (" &darr;" if desc else " &uarr;") if col == key else ""
+        head.append(f'<th><a class="{"sorted" if col == key else ""}" href="{_e(base)}/?{_e(q)}&amp;sort={col}'
+                    f'&amp;order={"desc" if next_desc else "asc"}">{_e(label)}{mark}</a></th>')
+    body = [
+        "<h1>Iceberg compaction</h1>",
+        f'<p class="muted">catalog {_e(catalog)} &middot; {len(rows)} table(s) &middot; answered in '
+        f'{overview.elapsed_s * 1000:.0f} ms &middot; {len(overview.refreshed)} re-inspected now'
+        + (f' &middot; <span class="stale">{len(overview.stale)} shown from an older sample (being re-inspected; '
+           f'reload)</span>' if overview.stale else "")
+        + f' &middot; <a href="{_e(base)}/api/overview?{_e(q)}">JSON</a></p>',
+        f'<table id="overview"><tr>{"".join(head)}</tr>',
+    ]
+    for r in rows:
+        s = r.sample
+        link = f'{_e(base)}/tables/{_e(r.table_ref)}?{_e(q)}'
+        badge = f'<span class="badge {_level_class(r.attention_level)}">{_e(r.attention_label)}</span>'
+        if r.error:
+            badge += f'<div class="bad reason">{_e(r.error)}</div>'
+        if s is None:
+            cells = '<td colspan="6" class="muted">not inspected yet</td>'
+        else:
+            decision = (f'<b>{_e((s.decision or "?").upper())}</b>'
+                        + (f' <span class="muted">({s.partitions_major} major, {s.partitions_minor} minor)</span>'
+                           if s.partitions_major or s.partitions_minor else "")
+                        + f'<div class="reason" title="{_e(s.decision_reason)}">{_e((s.decision_reason or "")[:160])}'
+                        f'</div>')
+            cells = (f'<td class="decision">{decision}</td><td class="n">{s.data_files}</td>'
+                     f'<td class="n">{s.fragment_files}</td>'
+                     f'<td class="n deletes{" bad" if s.delete_files else ""}">{s.delete_files} '
+                     f'<span class="muted">({s.position_delete_files} / {s.equality_delete_files} / '
+                     f'{s.deletion_vectors})</span></td>'
+                     f'<td class="n">{s.delete_ratio * 100:.1f}%</td><td class="n">{_bytes(s.data_bytes)}</td>')
+        run = r.last_run
+        if run is None:
+            last = '<span class="muted">never</span>'
+        else:
+            end = run.finished_at or now
+            status = run.status.value + (" (dry run)" if run.dry_run else "")
+            bad = run.status.value in ("failed", "needs_attention", "partial")
+            last = (f'<a class="{"bad" if bad else ""}" href="{_e(base)}/api/runs/{_e(run.run_id)}">{_e(status)}</a> '
+                    f'<span class="muted">{_e(_age((now - run.started_at).total_seconds()))}, took '
+                    f'{_e(_duration(run.duration_ms if run.finished_at else (end - run.started_at).total_seconds() * 1000))}'
+                    f'</span>' + (f' &middot; <a href="{_e(_airflow_run_link(run.airflow_run_id))}">Airflow</a>'
+                                  if run.airflow_run_id else ""))
+        sampled = "-" if r.sampled_at is None else _age((now - r.sampled_at).total_seconds())
+        if s is not None and not r.current:
+            sampled += ' <span class="stale">(older snapshot)</span>'
+        body.append(f'<tr class="table-row" data-table="{_e(r.table_ref)}" data-level="{r.attention_level}">'
+                    f'<td>{badge}</td><td class="name"><a href="{link}">{_e(r.table_ref)}</a></td>{cells}'
+                    f'<td class="last-run">{last}</td><td>{sparkline(list(r.series))}</td><td>{sampled}</td></tr>')
+    if not rows:
+        body.append('<tr><td colspan="11">no tables</td></tr>')
+    body.append("</table>")
+    body.append('<p class="muted">Attention: a failed / partial / needs-attention last run first, then tables the '
+                'planner would compact now (MAJOR, then MINOR), tables not inspected yet, healthy tables; within a '
+                'level, more delete files first. Health is read from metadata only and recorded in the ledger.</p>')
+    return _page("Iceberg compaction", "".join(body))

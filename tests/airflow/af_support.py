@@ -203,3 +203,113 @@ def png_pixels(data: bytes) -> tuple[int, int, set[tuple[int, int, int]]]:
         colours.update(tuple(line[i:i + 3]) for i in range(0, stride, channels))  # type: ignore[misc]
         previous = line
     return width, height, colours
+
+
+class Browser:
+    """A headless Chromium driven over the DevTools protocol: Airflow's session cookie, navigation, clicks on real
+    forms, the live DOM and screenshots (what a logged-in user's browser does, without a test framework)."""
+
+    def __init__(self, width: int = 1400, height: int = 1200) -> None:
+        import shutil
+        import threading
+        import urllib.request
+
+        chromium = shutil.which("chromium") or "/usr/bin/chromium"
+        self.profile = Path(tempfile.mkdtemp(prefix="icecompact-chromium-"))
+        self.proc = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+             "--no-first-run", "--no-default-browser-check", f"--user-data-dir={self.profile}",
+             "--remote-debugging-port=0", f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        port_file = self.profile / "DevToolsActivePort"
+        for _ in range(200):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"chromium exited {self.proc.returncode}")
+            threading.Event().wait(0.1)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as response:
+            pages = [t for t in json.loads(response.read()) if t.get("type") == "page"]
+        from websockets.sync.client import connect
+
+        self.ws = connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        self._next = 0
+        self.events: list[dict[str, Any]] = []
+        self.call("Page.enable")
+        self.call("Network.enable")
+
+    def call(self, method: str, timeout: float = 120, **params: Any) -> dict[str, Any]:
+        self._next += 1
+        ident = self._next
+        self.ws.send(json.dumps({"id": ident, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=timeout))
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return dict(message.get("result") or {})
+            if "method" in message:
+                self.events.append(message)
+
+    def _after_navigation(self, timeout: float = 120) -> int:
+        """Wait for the load event of the new document; its HTTP status (the last Document response)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not any(e["method"] == "Page.loadEventFired" for e in self.events):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the page did not load within {timeout} s")
+            self.events.append(json.loads(self.ws.recv(timeout=left)))
+        statuses = [int(e["params"]["response"]["status"]) for e in self.events
+                    if e["method"] == "Network.responseReceived" and e["params"].get("type") == "Document"]
+        self.events.clear()
+        return statuses[-1] if statuses else 0
+
+    def set_cookie(self, url: str, name: str, value: str) -> None:
+        self.call("Network.setCookie", url=url, name=name, value=value, path="/")
+
+    def goto(self, url: str) -> int:
+        """Navigate and wait for the load event; returns the HTTP status of the document."""
+        self.events.clear()
+        self.call("Page.navigate", url=url)
+        return self._after_navigation()
+
+    def click(self, selector: str) -> int:
+        """Click an element that navigates (a submit button), wait for the new page; returns its HTTP status."""
+        self.events.clear()
+        self.eval(f"document.querySelector({json.dumps(selector)}).click(); true")
+        return self._after_navigation()
+
+    def eval(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def dom(self) -> str:
+        return str(self.eval("document.documentElement.outerHTML"))
+
+    def screenshot(self, path: Path) -> bytes:
+        import base64
+
+        data = base64.b64decode(self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"])
+        path.write_bytes(data)
+        return data
+
+    def close(self) -> None:
+        import shutil
+        import signal
+
+        try:
+            self.ws.close()
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+            shutil.rmtree(self.profile, ignore_errors=True)
