@@ -47,3 +47,9 @@ clean:
 bench-metadata: install
 	$(PY) bench/inspect_scale.py
 	$(PY) bench/inspect_scale.py --million
+
+# The UI's overview page with 200 tables in the catalog (issue 15): response time through a real api-server
+# (bench/results/overview.*; ~3 min of table building). TABLES=50 for a shorter run.
+.PHONY: bench-overview
+bench-overview: install
+	$(PY) bench/overview.py --tables $${TABLES:-200}

@@ -1,0 +1,296 @@
+"""Overview benchmark: response time of the UI's overview page (``/compaction/``) with 200 tables in the catalog.
+
+Built cheaply (metadata matters, not data): ``--tables`` tables (default 200) written with pyiceberg, 1-6 small
+appends each over three partitions, and ``--spark-tables`` of them (default 10) as small CDC workloads with position
+and equality delete files written by Spark (``compaction.testing.workload``). The ledger (SQLite) gets a month of
+history per table: ``--history`` daily health samples (default 30) and a run every few days.
+
+Measured through a real ``airflow api-server`` (the test suite's set-up: its own AIRFLOW_HOME and simple-auth users),
+with a viewer's token, wall clock of the whole HTTP request:
+
+* ``warm``   - every table sampled at its current metadata file: the overview reads one query on the catalog's table
+               pointers and three ledger queries, inspects nothing. The figure of the "< 1 s at 200 tables" goal.
+* ``changed`` - after new snapshots on ``--changed`` tables (default 20): those are re-inspected within the default
+               budget (0.5 s), the rest answered from their previous sample and re-inspected after the answer.
+* ``first visit`` - nothing sampled at the current metadata (fresh ledger history only): default budget.
+* ``JSON``  - ``/compaction/api/overview``, warm.
+
+and in process (no HTTP): ``build_overview`` with every table inspected (``budget=None``: what sampling the whole
+catalog costs) and warm, split into its catalog query, ledger queries and the rendering.
+
+Usage::
+
+    .venv/bin/python bench/overview.py                  # 200 tables, repeat 5
+    .venv/bin/python bench/overview.py --tables 50 --spark-tables 0 --repeat 3
+
+Results: ``bench/results/overview.json`` + ``.txt``. Absolute times are noisy (2 shared cores).
+"""
+
+from __future__ import annotations
+
+import _common  # noqa: F401  (sys.path, SPARK_LOCAL_IP)
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+from _common import RESULTS_DIR, ROOT
+
+GOAL_S = 1.0
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"median_s": statistics.median(values), "min_s": min(values), "max_s": max(values), "n": len(values)}
+
+
+def _line(label: str, st: dict[str, float]) -> str:
+    return f"  {label:<58} {st['median_s'] * 1000:8.0f} ms  ({st['min_s'] * 1000:.0f}-{st['max_s'] * 1000:.0f}, n={st['n']:.0f})"
+
+
+def build_tables(catalog: Any, n: int, spark_tables: int, seed: int) -> dict[str, Any]:
+    import pyarrow as pa
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    rng = random.Random(seed)
+    started = time.monotonic()
+    loaded = catalog.load()
+    loaded.create_namespace("fleet")
+    schema = Schema(NestedField(1, "id", LongType(), required=False),
+                    NestedField(2, "region", StringType(), required=False),
+                    NestedField(3, "payload", StringType(), required=False))
+    spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region"))
+    commits = 0
+    for i in range(n - spark_tables):
+        table = loaded.create_table(f"fleet.t{i:03d}", schema, partition_spec=spec, properties={"format-version": "2"})
+        for _ in range(rng.randint(1, 6)):
+            rows = rng.randint(3, 30)
+            table.append(pa.table({"id": pa.array(range(rows), pa.int64()),
+                                   "region": [("EU", "US", "APAC")[k % 3] for k in range(rows)],
+                                   "payload": ["x" * rng.randint(1, 40) for _ in range(rows)]}))
+            commits += 1
+    pyiceberg_s = time.monotonic() - started
+    spark_s = 0.0
+    if spark_tables:
+        from compaction.spark.session import SparkSettings, build_session, register_catalog
+        from compaction.testing.workload import WorkloadSpec, generate
+
+        started = time.monotonic()
+        spark = build_session([], SparkSettings(master="local[2]", app_name="bench-overview"))
+        try:
+            register_catalog(spark, catalog)
+            for j in range(spark_tables):
+                generate(spark, catalog, f"fleet.cdc{j:02d}",
+                         WorkloadSpec(seed=seed + j, partitioning="days_ts", commits=2 + j % 3, rows_per_commit=20,
+                                      days_span=3))
+        finally:
+            spark.stop()
+        spark_s = time.monotonic() - started
+    return {"pyiceberg_tables": n - spark_tables, "pyiceberg_commits": commits, "pyiceberg_s": round(pyiceberg_s, 1),
+            "spark_tables": spark_tables, "spark_s": round(spark_s, 1)}
+
+
+def seed_history(ledger: Any, catalog: Any, days: int, seed: int) -> dict[str, int]:
+    """A month of daily samples per table (from the table's current state, decaying delete counts) and runs."""
+    import dataclasses
+
+    from compaction.fleet import metadata_locations, sample_table
+    from compaction.ledger import HealthRetention, RunStatus, RunTrigger
+
+    rng = random.Random(seed)
+    now = _dt.datetime.now(_dt.timezone.utc)
+    keep = HealthRetention(days=days + 5, max_samples=1000, min_interval_s=0)
+    loaded = catalog.load()
+    samples = runs = 0
+    for name in metadata_locations(catalog, loaded):
+        base, _ = sample_table(catalog, name, loaded=loaded)
+        for d in range(days, 0, -1):
+            at = now - _dt.timedelta(days=d, minutes=rng.randint(0, 600))
+            fake = dataclasses.replace(base, metadata_location=f"old-{d}", position_delete_files=rng.randint(0, 20))
+            ledger.record_health_sample(fake, source="airflow", now=at, retention=keep)
+            samples += 1
+            if d % 4 == 0:
+                run_id = ledger.start_run(name, catalog.name, trigger=RunTrigger.AIRFLOW, now=at,
+                                          airflow_dag_id="iceberg_compaction", airflow_run_id=f"scheduled__{d}")
+                ledger.finish_run(run_id, rng.choice([RunStatus.SUCCEEDED] * 9 + [RunStatus.FAILED]), 0,
+                                  now=at + _dt.timedelta(seconds=rng.randint(20, 400)))
+                runs += 1
+    return {"samples": samples, "runs": runs}
+
+
+def _get(url: str, token: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return response.status, response.read()
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - started, out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", type=int, default=200)
+    ap.add_argument("--spark-tables", type=int, default=10, help="tables with delete files (Spark CDC workloads)")
+    ap.add_argument("--history", type=int, default=30, help="days of health samples per table in the ledger")
+    ap.add_argument("--changed", type=int, default=20, help="tables given a new snapshot for the 'changed' case")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--output", type=Path, default=RESULTS_DIR / "overview", help="result stem")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = ap.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="icecompact-bench-overview-"))
+    os.environ["ICECOMPACT_HOME"] = str(work / "home")
+    os.environ["PYICEBERG_HOME"] = str(work / "pyiceberg")
+    os.environ["ICECOMPACT_TEST_ARTIFACTS"] = str(work / "artifacts")
+    ledger_url = f"sqlite:///{work / 'ledger.db'}"
+    os.environ["ICECOMPACT_LEDGER_URL"] = ledger_url
+    sys.path.insert(0, str(ROOT / "tests" / "airflow"))
+    import af_support  # noqa: E402  (its own AIRFLOW_HOME, users; set before airflow is imported)
+
+    from compaction.catalog import CatalogConfig
+    from compaction.fleet import build_overview, metadata_locations
+    from compaction.ledger import Ledger
+    from icecompact_airflow.health import render_overview
+
+    catalog = CatalogConfig.sqlite("bench_fleet", work / "catalog.db", work / "warehouse")
+    print(f"building {args.tables} tables ({args.spark_tables} with Spark) ...", flush=True)
+    build = build_tables(catalog, args.tables, args.spark_tables, args.seed)
+    print(f"  {build}", flush=True)
+    result: dict[str, Any] = {"benchmark": "overview", "started": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                              "argv": sys.argv[1:] if argv is None else argv, "machine": platform.platform(),
+                              "cpus": os.cpu_count(), "build": build, "goal_s": GOAL_S}
+    with Ledger.open(ledger_url) as ledger:
+        print(f"seeding {args.history} days of ledger history ...", flush=True)
+        t, seeded = _timed(lambda: seed_history(ledger, catalog, args.history, args.seed))
+        result["ledger_history"] = {**seeded, "seed_s": round(t, 1)}
+        print(f"  {seeded}", flush=True)
+
+        print("starting the api-server ...", flush=True)
+        af_support.airflow_cli("db", "migrate")
+        server = af_support.ApiServer(env={**af_support.catalog_connection_env(catalog),
+                                           "ICECOMPACT_LEDGER_URL": ledger_url})
+        timings: dict[str, dict[str, float]] = {}
+        notes: dict[str, Any] = {}
+        try:
+            server.wait_ready()
+            token = server.token("viewer")
+            page = f"{server.url}/compaction/?catalog={catalog.name}"
+            api = f"{server.url}/compaction/api/overview?catalog={catalog.name}"
+            status, body = _get(f"{server.url}/compaction/api/tables?catalog={catalog.name}", token)  # warm-up
+            assert status == 200 and len(json.loads(body)["tables"]) == args.tables
+
+            # First visit: no sample at the current metadata (history only): default budget.
+            t, (status, body) = _timed(lambda: _get(api, token))
+            first = json.loads(body)
+            timings["first visit (nothing sampled at current metadata), default budget"] = _stats([t])
+            notes["first_visit"] = {"re_inspected": len(first["refreshed"]), "stale_shown": len(first["stale"])}
+            # The server re-inspects the rest after answering: wait until every table is current.
+            waited = time.monotonic()
+            while True:
+                locations = metadata_locations(catalog)
+                latest = ledger.latest_health_samples(catalog.name)
+                if all(t in latest and latest[t].metadata_location == loc for t, loc in locations.items()):
+                    break
+                if time.monotonic() - waited > 900:
+                    raise RuntimeError("the background refresh did not finish in 15 min")
+                time.sleep(0.5)
+            notes["background_refresh_s"] = round(time.monotonic() - waited, 1)
+            # What sampling the whole catalog costs (every sample treated as too old), in process.
+            t_full, overview = _timed(lambda: build_overview(catalog, ledger, budget_s=None, max_age_s=0))
+            timings[f"in process: inspect + plan + record all {args.tables} tables (budget none)"] = _stats([t_full])
+            assert len(overview.refreshed) == args.tables, len(overview.refreshed)
+
+            warm = []
+            for _ in range(args.repeat):
+                t, (status, body) = _timed(lambda: _get(page, token))
+                assert status == 200 and body.count(b'class="table-row"') == args.tables
+                warm.append(t)
+            timings["warm: GET /compaction/ (HTML), every table current"] = _stats(warm)
+            result["page_bytes"] = len(body)
+            warm_json = []
+            for _ in range(args.repeat):
+                t, (status, body) = _timed(lambda: _get(api, token))
+                assert status == 200 and json.loads(body)["refreshed"] == []
+                warm_json.append(t)
+            timings["warm: GET /compaction/api/overview (JSON)"] = _stats(warm_json)
+
+            # In-process split of the warm path.
+            loaded = catalog.load()
+            parts: dict[str, list[float]] = {"catalog table pointers (1 query)": [], "ledger: latest samples": [],
+                                             "ledger: latest runs": [], "ledger: delete-file series": [],
+                                             "build_overview total (warm)": [], "render HTML": []}
+            for _ in range(args.repeat):
+                parts["catalog table pointers (1 query)"].append(_timed(lambda: metadata_locations(catalog, loaded))[0])
+                parts["ledger: latest samples"].append(_timed(lambda: ledger.latest_health_samples(catalog.name))[0])
+                parts["ledger: latest runs"].append(_timed(lambda: ledger.latest_runs(catalog.name))[0])
+                since = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(days=14)
+                parts["ledger: delete-file series"].append(
+                    _timed(lambda: ledger.health_series(catalog.name, since=since))[0])
+                t, ov = _timed(lambda: build_overview(catalog, ledger))
+                parts["build_overview total (warm)"].append(t)
+                parts["render HTML"].append(_timed(lambda: render_overview(ov, "/compaction"))[0])
+            for label, values in parts.items():
+                timings[f"in process: {label}"] = _stats(values)
+
+            # New snapshots on some tables: re-inspected within the default budget, the rest after the answer.
+            import pyarrow as pa
+
+            names = sorted(n for n in metadata_locations(catalog, loaded) if n.startswith("fleet.t"))
+            for name in random.Random(args.seed).sample(names, min(args.changed, len(names))):
+                loaded.load_table(name).append(pa.table({"id": pa.array([1], pa.int64()), "region": ["EU"],
+                                                         "payload": ["changed"]}))
+            t, (status, body) = _timed(lambda: _get(api, token))
+            changed = json.loads(body)
+            timings[f"{args.changed} tables changed: GET /compaction/api/overview, default budget"] = _stats([t])
+            notes["changed"] = {"re_inspected": len(changed["refreshed"]), "stale_shown": len(changed["stale"])}
+        finally:
+            server.stop()
+
+    warm_median = timings["warm: GET /compaction/ (HTML), every table current"]["median_s"]
+    result.update(timings=timings, notes=notes, warm_html_median_s=warm_median,
+                  goal_met=warm_median < GOAL_S)
+    lines = [f"overview  {result['started'][:19]}Z  ({os.cpu_count()} cores, shared; absolute times are noisy)",
+             f"catalog: {args.tables} tables ({build['pyiceberg_tables']} pyiceberg, {build['pyiceberg_commits']} "
+             f"commits; {build['spark_tables']} Spark CDC workloads with delete files); SQLite catalog and ledger",
+             f"ledger: {seeded['samples']} health samples ({args.history} days x {args.tables} tables), "
+             f"{seeded['runs']} runs",
+             f"build: pyiceberg {build['pyiceberg_s']} s, Spark {build['spark_s']} s; "
+             f"page size {result['page_bytes'] / 1024:.0f} KiB",
+             "median (min-max):"]
+    lines += [_line(label, st) for label, st in timings.items()]
+    lines += [f"first visit: {notes['first_visit']['re_inspected']} tables re-inspected within the budget, "
+              f"{notes['first_visit']['stale_shown']} shown from older samples (re-inspected after the answer, "
+              f"in {notes['background_refresh_s']} s)",
+              f"changed: {notes['changed']['re_inspected']} re-inspected within the budget, "
+              f"{notes['changed']['stale_shown']} shown from older samples",
+              f"goal: overview answers in < {GOAL_S:.0f} s with {args.tables} tables (warm HTML median "
+              f"{warm_median * 1000:.0f} ms): {'met' if warm_median < GOAL_S else 'NOT MET'}"]
+    text = "\n".join(lines)
+    print(text)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    args.output.with_suffix(".txt").write_text(text + "\n")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
