@@ -191,8 +191,12 @@ class CompactionTask:
     A partition split into pieces has ``piece_count > 1`` tasks with disjoint ``data_files`` and identical
     ``delete_files``; all pieces of a partition are always in the same :class:`JobGroup`, so the group can commit
     the partition once all its pieces are written (and only then drop the dangling deletes).
-    MINOR: merge / convert ``delete_files``; ``data_files`` are the files the equality deletes may touch (they
-    must be read to turn equality deletes into position deletes); data files are not rewritten.
+    MINOR: merge the partition's fragment files (every delete applied), then convert the equality deletes of the
+    other files into position deletes / DVs and merge position deletes to one per data file; ``data_files`` are
+    the fragments to merge and the files the equality deletes may touch (read for the conversion).
+    MAJOR with ``full_rewrite``: every data file a delete applies to and every small file is rewritten with all
+    deletes applied. MAJOR without it: the small files and the delete-heavy segment files are rewritten, then the
+    remaining deletes are converted and merged as in a MINOR (no equality delete is left either way).
     A MAJOR task may have no data files when every delete of the partition is dangling (only cleanup is left).
     """
 
@@ -204,9 +208,12 @@ class CompactionTask:
     estimated_cost_bytes: int
     piece_index: int = 0
     piece_count: int = 1
+    full_rewrite: bool = False
 
     def to_dict(self) -> dict[str, object]:
+        extra: dict[str, object] = {"full_rewrite": True} if self.full_rewrite else {}
         return {
+            **extra,
             "task_id": self.task_id,
             "partition": partition_key_to_dict(self.partition),
             "label": self.partition.label(),
@@ -221,7 +228,10 @@ class CompactionTask:
     @classmethod
     def from_dict(cls, data: object) -> CompactionTask:
         keys = {"task_id", "partition", "kind", "data_files", "delete_files", "estimated_cost_bytes"}
-        obj = _obj(data, "task", keys | {"piece_index", "piece_count"}, {"label"})
+        obj = _obj(data, "task", keys | {"piece_index", "piece_count"}, {"label", "full_rewrite"})
+        full = obj.get("full_rewrite", False)
+        if not isinstance(full, bool):
+            raise _bad("full_rewrite", full)
         return cls(
             task_id=_str(obj["task_id"], "task_id"),
             partition=partition_key_from_dict(obj["partition"]),
@@ -231,6 +241,7 @@ class CompactionTask:
             estimated_cost_bytes=_int(obj["estimated_cost_bytes"], "estimated_cost_bytes"),
             piece_index=_int(obj["piece_index"], "piece_index"),
             piece_count=_int(obj["piece_count"], "piece_count"),
+            full_rewrite=full,
         )
 
 

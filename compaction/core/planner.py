@@ -66,7 +66,7 @@ import gc
 import math
 import operator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from compaction.core.errors import ConfigError, PlanningError, UnsupportedTableError
 from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey, PartitionState, TableState
@@ -144,8 +144,14 @@ def _delete_sort_key(d: DeleteFileInfo) -> tuple[object, ...]:
 
 
 def _applies_positional(d: DeleteFileInfo, f: DataFileInfo) -> bool:
-    return f.data_sequence_number <= d.data_sequence_number and (
-        d.referenced_data_file is None or d.referenced_data_file == f.path
+    # A position delete names data files that existed when it was committed (paths are never reused): a file added
+    # later (its file sequence number is higher) is never one of them, even when a rewrite that kept its starting
+    # sequence number gave it a data sequence number <= the delete's.
+    committed = d.file_sequence_number if d.file_sequence_number is not None else d.data_sequence_number
+    return (
+        f.data_sequence_number <= d.data_sequence_number
+        and (f.file_sequence_number is None or f.file_sequence_number <= committed)
+        and (d.referenced_data_file is None or d.referenced_data_file == f.path)
     )
 
 
@@ -161,12 +167,17 @@ class _Analysis:
     data_files: tuple[DataFileInfo, ...]  # sorted by path
     delete_files: tuple[DeleteFileInfo, ...]  # sorted
     small_files: tuple[DataFileInfo, ...]
+    fragment_files: tuple[DataFileInfo, ...]  # smaller than target size / fragment ratio
+    delete_heavy_segments: tuple[DataFileInfo, ...]  # segments whose known delete ratio >= the segment ratio
     delete_ratio: float
     mergeable: int
     dangling: int
     max_positional_per_file: int
     major_files: tuple[DataFileInfo, ...]  # data files a MAJOR rewrites
-    minor_files: tuple[DataFileInfo, ...]  # data files a MINOR reads (equality-delete conversion)
+    minor_files: tuple[DataFileInfo, ...]  # data files a MINOR rewrites (fragments) or reads (conversion)
+    major_rewritten_files: tuple[DataFileInfo, ...]
+    minor_rewritten_files: tuple[DataFileInfo, ...]
+    full_files: tuple[DataFileInfo, ...]  # data files a full-rewrite MAJOR rewrites
     delete_bytes: int  # bytes read for the deletes (a DV: its blob length when known)
     data_bytes: int
     data_records: int
@@ -179,29 +190,37 @@ class _Analysis:
     deletion_vector_records: int
     major_data_bytes: int
     minor_data_bytes: int
+    full_data_bytes: int
 
     @property
     def key(self) -> PartitionKey:
         return self.state.key
 
-    def data_files_for(self, kind: CompactionKind) -> tuple[DataFileInfo, ...]:
+    def data_files_for(self, kind: CompactionKind, full: bool = False) -> tuple[DataFileInfo, ...]:
         if kind is CompactionKind.MAJOR:
-            return self.major_files
+            return self.full_files if full else self.major_files
         if kind is CompactionKind.MINOR:
             return self.minor_files
         return ()
 
-    def data_bytes_for(self, kind: CompactionKind) -> int:
+    def rewritten_files_for(self, kind: CompactionKind, full: bool = False) -> tuple[DataFileInfo, ...]:
         if kind is CompactionKind.MAJOR:
-            return self.major_data_bytes
+            return self.full_files if full else self.major_rewritten_files
+        if kind is CompactionKind.MINOR:
+            return self.minor_rewritten_files
+        return ()
+
+    def data_bytes_for(self, kind: CompactionKind, full: bool = False) -> int:
+        if kind is CompactionKind.MAJOR:
+            return self.full_data_bytes if full else self.major_data_bytes
         if kind is CompactionKind.MINOR:
             return self.minor_data_bytes
         return 0
 
-    def cost(self, kind: CompactionKind) -> int:
+    def cost(self, kind: CompactionKind, full: bool = False) -> int:
         if kind is CompactionKind.NONE:
             return 0
-        return self.data_bytes_for(kind) + self.delete_bytes
+        return self.data_bytes_for(kind, full) + self.delete_bytes
 
 
 def _sorted_data_files(files: tuple[DataFileInfo, ...]) -> tuple[DataFileInfo, ...]:
@@ -229,34 +248,9 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
     if order_key is None:
         order_key = partition_order_key(state.key)
 
-    if not state.delete_files:  # the common case: no delete applies, MAJOR would rewrite the small files only
-        small_paths = {f.path for f in small}
-        major_files = tuple(f for f in data if f.path in small_paths) if small else ()
-        return _Analysis(
-            state=state,
-            order_key=order_key,
-            data_files=data,
-            delete_files=(),
-            small_files=small,
-            delete_ratio=0.0,
-            mergeable=0,
-            dangling=0,
-            max_positional_per_file=0,
-            major_files=major_files,
-            minor_files=(),
-            delete_bytes=0,
-            data_bytes=data_bytes,
-            data_records=data_records,
-            delete_records=0,
-            position_delete_files=0,
-            position_delete_records=0,
-            equality_delete_files=0,
-            equality_delete_records=0,
-            deletion_vectors=0,
-            deletion_vector_records=0,
-            major_data_bytes=sum(f.size_bytes for f in major_files),
-            minor_data_bytes=0,
-        )
+    if not state.delete_files:  # the common case: no delete applies
+        return _finish(state, order_key, data, (), small, policy, data_bytes=data_bytes, data_records=data_records,
+                       applying={}, known_deleted={}, touched_by_eq=set(), settled=0, dangling=0)
 
     deletes = tuple(sorted(state.delete_files, key=_delete_sort_key))
     live = {f.path: f for f in data}
@@ -298,12 +292,76 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
 
     max_eq_seq = max((d.data_sequence_number for d in equality), default=None)
     touched_by_eq = {f.path for f in data if max_eq_seq is not None and f.data_sequence_number < max_eq_seq}
+    # Iceberg's rewrite planner knows a data file's deleted rows only from file-scoped position deletes / DVs
+    # (BinPackRewriteFilePlanner.tooHighDeleteRatio); the planner counts the same, so it picks the files it will.
+    known_deleted: dict[str, int] = {}
+    for d in positional:
+        if d.referenced_data_file is not None:
+            f = live.get(d.referenced_data_file)
+            if f is not None and _applies_positional(d, f):
+                known_deleted[f.path] = known_deleted.get(f.path, 0) + d.record_count
+    return _finish(state, order_key, data, deletes, small, policy, data_bytes=data_bytes, data_records=data_records,
+                   applying=applying, known_deleted=known_deleted, touched_by_eq=touched_by_eq, settled=settled,
+                   dangling=dangling)
+
+
+#: A conversion of equality deletes reads only the equality columns (and row positions) of a segment file, not
+#: its rows: its cost is estimated at this fraction of the file's bytes.
+CONVERSION_READ_FRACTION = 0.125
+
+
+def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[DataFileInfo, ...],
+            deletes: tuple[DeleteFileInfo, ...], small: tuple[DataFileInfo, ...], policy: CompactionPolicy, *,
+            data_bytes: int, data_records: int, applying: dict[str, int], known_deleted: dict[str, int],
+            touched_by_eq: set[str], settled: int, dangling: int) -> _Analysis:
+    fragment_limit = policy.fragment_threshold_bytes
+    fragments = tuple(f for f in data if f.size_bytes < fragment_limit)
+    heavy = tuple(
+        f for f in data
+        if f.path in known_deleted and f.size_bytes >= fragment_limit and f.record_count > 0
+        and min(known_deleted[f.path], f.record_count) / f.record_count >= policy.major_segment_delete_ratio
+    ) if known_deleted else ()
     small_paths = {f.path for f in small}
-    major_files = tuple(f for f in data if applying[f.path] > 0 or f.path in touched_by_eq or f.path in small_paths)
-    minor_files = tuple(f for f in data if f.path in touched_by_eq)
+    if not deletes:
+        full_rewrite = major_rewrite = small
+    else:
+        full_rewrite = tuple(f for f in data if applying.get(f.path, 0) > 0 or f.path in touched_by_eq
+                             or f.path in small_paths)
+        heavy_paths = {f.path for f in heavy}
+        major_rewrite = tuple(f for f in data if f.path in small_paths or f.path in heavy_paths)
+    # Iceberg's rewrite merges a partition's selected files only when there are two or more (min-input-files 2),
+    # or when one of them is delete-heavy: for a MINOR (delete-ratio-threshold 1) a file whose every row a
+    # file-scoped position delete removes, which the rewrite simply drops.
+    dead = tuple(f for f in data if f.record_count > 0 and known_deleted.get(f.path, 0) >= f.record_count
+                 and f.size_bytes >= fragment_limit) if known_deleted else ()
+    if dead:
+        dead_paths = {f.path for f in dead}
+        picked = tuple(f for f in data if f.size_bytes < fragment_limit or f.path in dead_paths)
+    else:
+        picked = fragments
+    minor_rewrite = picked if len(picked) >= 2 or dead else ()
+
+    def read_only(rewritten: tuple[DataFileInfo, ...]) -> tuple[DataFileInfo, ...]:
+        if not touched_by_eq:
+            return ()
+        done = {f.path for f in rewritten}
+        return tuple(f for f in data if f.path in touched_by_eq and f.path not in done)
+
+    major_read = read_only(major_rewrite)
+    minor_read = read_only(minor_rewrite)
+
+    def union(a: tuple[DataFileInfo, ...], b: tuple[DataFileInfo, ...]) -> tuple[DataFileInfo, ...]:
+        if not b:
+            return a
+        paths = {f.path for f in a} | {f.path for f in b}
+        return tuple(f for f in data if f.path in paths)
+
+    def cost(rewritten: tuple[DataFileInfo, ...], read: tuple[DataFileInfo, ...]) -> int:
+        total = sum(f.size_bytes for f in rewritten)
+        return total + int(CONVERSION_READ_FRACTION * sum(f.size_bytes for f in read)) if read else total
 
     delete_records = n_pos = pos_records = n_eq = eq_records = n_dv = dv_records = 0
-    for d in state.delete_files:
+    for d in deletes:
         delete_records += d.record_count
         if d.content is DeleteContent.POSITION:
             n_pos += 1
@@ -321,12 +379,17 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
         data_files=data,
         delete_files=deletes,
         small_files=small,
+        fragment_files=fragments,
+        delete_heavy_segments=heavy,
         delete_ratio=ratio,
         mergeable=len(deletes) - settled,
         dangling=dangling,
         max_positional_per_file=max(applying.values(), default=0),
-        major_files=major_files,
-        minor_files=minor_files,
+        major_files=union(major_rewrite, major_read),
+        minor_files=union(minor_rewrite, minor_read),
+        major_rewritten_files=major_rewrite,
+        minor_rewritten_files=minor_rewrite,
+        full_files=full_rewrite,
         delete_bytes=sum(_delete_read_bytes(d) for d in deletes),
         data_bytes=data_bytes,
         data_records=data_records,
@@ -337,12 +400,13 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
         equality_delete_records=eq_records,
         deletion_vectors=n_dv,
         deletion_vector_records=dv_records,
-        major_data_bytes=sum(f.size_bytes for f in major_files),
-        minor_data_bytes=sum(f.size_bytes for f in minor_files),
+        major_data_bytes=cost(major_rewrite, major_read),
+        minor_data_bytes=cost(minor_rewrite, minor_read),
+        full_data_bytes=cost(full_rewrite, ()),
     )
 
 
-def _metrics(a: _Analysis, kind: CompactionKind) -> dict[str, int | float]:
+def _metrics(a: _Analysis, kind: CompactionKind, full: bool = False) -> dict[str, int | float]:
     m: dict[str, int | float] = {
         "data_files": len(a.data_files),
         "data_bytes": a.data_bytes,
@@ -360,18 +424,38 @@ def _metrics(a: _Analysis, kind: CompactionKind) -> dict[str, int | float]:
         "dangling_delete_files": a.dangling,
         "max_position_deletes_per_data_file": a.max_positional_per_file,
         "small_files": len(a.small_files),
+        "fragment_files": len(a.fragment_files),
+        "delete_heavy_segment_files": len(a.delete_heavy_segments),
+        "rewritten_data_files": len(a.rewritten_files_for(kind, full)),
+        "full_rewrite": int(full),
         "delete_ratio": a.delete_ratio,
-        "estimated_cost_bytes": a.cost(kind),
-        "task_data_files": len(a.data_files_for(kind)),
+        "estimated_cost_bytes": a.cost(kind, full),
+        "task_data_files": len(a.data_files_for(kind, full)),
     }
     if kind is not CompactionKind.NONE and a.delete_bytes > 0:
-        m["data_delete_weight_ratio"] = a.data_bytes_for(kind) / a.delete_bytes
+        m["data_delete_weight_ratio"] = a.data_bytes_for(kind, full) / a.delete_bytes
     return m
 
 
-def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode) -> tuple[CompactionKind, str]:
+def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
+            since_minor_s: float | None = None) -> tuple[CompactionKind, str, bool]:
+    """(kind, reason, full): ``full`` when a MAJOR rewrites every file a delete applies to (the full-rewrite switch,
+    or a partition whose delete ratio passed ``major_delete_ratio``: with that share of rows deleted, every file
+    is worth rewriting)."""
+    kind, reason = _decide_kind(a, policy, mode, since_minor_s)
+    full = kind is CompactionKind.MAJOR and (policy.major_full_rewrite or reason.startswith(_RATIO_REASON))
+    return kind, reason, full
+
+
+_RATIO_REASON = "delete ratio "
+
+
+def _decide_kind(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
+                 since_minor_s: float | None) -> tuple[CompactionKind, str]:
+    """``since_minor_s``: seconds since the partition's last successful MINOR (None: never, or not known)."""
     n_deletes = len(a.delete_files)
     n_small = len(a.small_files)
+    n_fragments = len(a.fragment_files)
     n_eq = a.equality_delete_files
     if mode is CompactionMode.MAJOR:
         if n_deletes > 0 or n_small >= 2:
@@ -380,17 +464,33 @@ def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode) -> tup
     if mode is CompactionMode.MINOR:
         if a.mergeable > 0:
             return CompactionKind.MINOR, f"mode=minor: {a.mergeable} mergeable delete files -> MINOR"
+        if n_fragments >= 2:
+            return CompactionKind.MINOR, f"mode=minor: {n_fragments} fragment files -> MINOR"
         if n_deletes:
             return CompactionKind.NONE, f"mode=minor: all {n_deletes} delete files already merged (one per data file)"
-        return CompactionKind.NONE, "mode=minor: no delete files"
+        return CompactionKind.NONE, "mode=minor: no delete files, fewer than 2 fragment files"
 
     ratio, max_ratio = a.delete_ratio, policy.major_delete_ratio
     if ratio >= max_ratio:
-        return CompactionKind.MAJOR, f"delete ratio {ratio:.2f} >= {max_ratio:.2f} -> MAJOR"
-    if n_small >= policy.major_small_file_count:
+        return CompactionKind.MAJOR, f"{_RATIO_REASON}{ratio:.2f} >= {max_ratio:.2f} -> MAJOR"
+    if a.delete_heavy_segments:
         return CompactionKind.MAJOR, (
-            f"{n_small} small files (< {_fmt_bytes(policy.small_file_threshold_bytes)}) >= "
+            f"{len(a.delete_heavy_segments)} segment files with own delete ratio >= "
+            f"{policy.major_segment_delete_ratio:.2f} -> MAJOR"
+        )
+    # Fragments are MINOR's to merge; the small-file trigger counts the small *segments* (unless every MAJOR is
+    # a full rewrite, the classic behaviour where any small file counts).
+    n_small_counted = n_small if policy.major_full_rewrite else n_small - sum(
+        1 for f in a.small_files if f.size_bytes < policy.fragment_threshold_bytes)
+    what = "small files" if policy.major_full_rewrite else "small segment files"
+    if n_small_counted >= policy.major_small_file_count:
+        return CompactionKind.MAJOR, (
+            f"{n_small_counted} {what} (< {_fmt_bytes(policy.small_file_threshold_bytes)}) >= "
             f"{policy.major_small_file_count} -> MAJOR"
+        )
+    if n_fragments + n_eq >= policy.minor_fragment_file_count:
+        return CompactionKind.MINOR, (
+            f"{n_fragments} fragment files + {n_eq} equality delete files >= {policy.minor_fragment_file_count} -> MINOR"
         )
     if policy.minor_on_equality_deletes and n_eq > 0:
         return CompactionKind.MINOR, f"{n_eq} equality delete files present -> MINOR"
@@ -399,12 +499,17 @@ def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode) -> tup
     limit = policy.minor_max_position_deletes_per_file
     if a.max_positional_per_file > limit:
         return CompactionKind.MINOR, f"a data file has {a.max_positional_per_file} position delete files > {limit} -> MINOR"
+    interval = policy.minor_interval_seconds
+    if interval > 0 and (n_fragments >= 2 or a.mergeable > 0) and (since_minor_s is None or since_minor_s >= interval):
+        when = "no MINOR recorded" if since_minor_s is None else f"last MINOR {since_minor_s:.0f} s ago"
+        return CompactionKind.MINOR, f"{when} >= interval {interval} s, {n_fragments} fragment files -> MINOR"
     eq_part = (
         f"{n_eq} equality delete files (trigger off)" if n_eq and not policy.minor_on_equality_deletes else "no equality deletes"
     )
     return CompactionKind.NONE, (
-        f"no rule matched: delete ratio {ratio:.2f} < {max_ratio:.2f}; {n_small} small files < "
-        f"{policy.major_small_file_count}; {eq_part}; {a.mergeable} mergeable delete files < "
+        f"no rule matched: delete ratio {ratio:.2f} < {max_ratio:.2f}; no delete-heavy segment; {n_small_counted} "
+        f"{what} < {policy.major_small_file_count}; {n_fragments} fragment + {n_eq} equality delete files < "
+        f"{policy.minor_fragment_file_count}; {eq_part}; {a.mergeable} mergeable delete files < "
         f"{policy.minor_delete_file_count}; at most {a.max_positional_per_file} position delete files per data file"
     )
 
@@ -421,8 +526,8 @@ def evaluate_partition(
     a = _analyze(state, policy)
     if not policy.enabled:
         return PartitionDecision(state.key, CompactionKind.NONE, DISABLED_BY_POLICY, _metrics(a, CompactionKind.NONE))
-    kind, reason = _decide(a, policy, mode)
-    return PartitionDecision(state.key, kind, reason, _metrics(a, kind))
+    kind, reason, full = _decide(a, policy, mode)
+    return PartitionDecision(state.key, kind, reason, _metrics(a, kind, full))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -451,8 +556,12 @@ class _Candidate:
         return self.decision.kind
 
     @property
+    def full(self) -> bool:
+        return bool(self.decision.metrics.get("full_rewrite", 0))
+
+    @property
     def cost(self) -> int:
-        return self.analysis.cost(self.kind)
+        return self.analysis.cost(self.kind, self.full)
 
     def priority(self) -> tuple[object, ...]:
         return (-self.kind.rank, -self.analysis.delete_ratio, -self.cost, self.analysis.order_key)
@@ -495,12 +604,13 @@ def _split_files(files: Sequence[DataFileInfo], pieces: int) -> list[list[DataFi
 
 def _tasks_for(c: _Candidate, average: float, policy: CompactionPolicy) -> list[CompactionTask]:
     a = c.analysis
-    files = a.data_files_for(c.kind)
+    files = a.data_files_for(c.kind, c.full)
     delete_paths = tuple(sorted({d.path for d in a.delete_files}))
     data_bytes = sum(f.size_bytes for f in files)
     weight = data_bytes / a.delete_bytes if a.delete_bytes > 0 else math.inf
     split: list[list[DataFileInfo]] = []
-    if c.kind is CompactionKind.MAJOR and len(files) >= 2 and c.cost > average and weight >= policy.weight_ratio:
+    if (c.kind is CompactionKind.MAJOR and c.full and len(files) >= 2 and c.cost > average
+            and weight >= policy.weight_ratio):
         most = min(len(files), math.ceil(c.cost / average), data_bytes // policy.target_file_size_bytes)
         for pieces in range(most, 1, -1):
             candidate = _split_files(files, pieces)
@@ -516,6 +626,7 @@ def _tasks_for(c: _Candidate, average: float, policy: CompactionPolicy) -> list[
                 data_files=tuple(f.path for f in files),
                 delete_files=delete_paths,
                 estimated_cost_bytes=c.cost,
+                full_rewrite=c.full,
             )
         ]
     return [
@@ -528,6 +639,7 @@ def _tasks_for(c: _Candidate, average: float, policy: CompactionPolicy) -> list[
             estimated_cost_bytes=sum(f.size_bytes for f in part) + a.delete_bytes,
             piece_index=i,
             piece_count=len(split),
+            full_rewrite=True,
         )
         for i, part in enumerate(split)
     ]
@@ -645,12 +757,14 @@ def plan(
     partition_filter: Callable[[PartitionKey], bool] | None = None,
     *,
     plan_id: str | None = None,
+    last_minor_at: Mapping[PartitionKey, _dt.datetime] | None = None,
 ) -> CompactionPlan:
     """Plan a compaction run of one table.
 
     ``policy`` should be ``CompactionPolicy.resolve(table_state.properties, run_params)`` and is authoritative
     (``None`` resolves it from the table properties alone). ``now`` is recorded as ``created_at``. Partitions
-    rejected by ``partition_filter`` get no decision. ``plan_id`` defaults to the content hash.
+    rejected by ``partition_filter`` get no decision. ``plan_id`` defaults to the content hash. ``last_minor_at``:
+    when each partition's last successful MINOR finished (from the ledger), for ``compaction.minor.interval``.
 
     Raises :class:`UnsupportedTableError` for format v1 (or unknown versions), :class:`ConfigError` for a bad
     mode, :class:`PlanningError` for an inconsistent state (duplicate partitions or files).
@@ -665,7 +779,7 @@ def plan(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _plan(table_state, policy, mode, now, partition_filter, plan_id)
+        return _plan(table_state, policy, mode, now, partition_filter, plan_id, last_minor_at or {})
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -678,6 +792,7 @@ def _plan(
     now: _dt.datetime,
     partition_filter: Callable[[PartitionKey], bool] | None,
     plan_id: str | None,
+    last_minor_at: Mapping[PartitionKey, _dt.datetime],
 ) -> CompactionPlan:
     keyed = [(partition_order_key(p.key), p) for p in table_state.partitions]
     _validate_state(table_state, [k for k, _ in keyed])
@@ -697,8 +812,11 @@ def _plan(
     else:
         for order_key, p in keyed:
             a = _analyze(p, policy, order_key)
-            kind, reason = _decide(a, policy, mode)
-            d = PartitionDecision(p.key, kind, reason, _metrics(a, kind))
+            since = None
+            if policy.minor_interval_seconds > 0 and p.key in last_minor_at:
+                since = (now - last_minor_at[p.key]).total_seconds()
+            kind, reason, full = _decide(a, policy, mode, since)
+            d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full))
             decisions.append(d)
             if kind is not CompactionKind.NONE:
                 cands.append(_Candidate(a, d))

@@ -62,6 +62,16 @@ __all__ = [
     "MIN_JOB_GROUP_BYTES_DEFAULT",
     "PARALLELISM",
     "PARALLELISM_DEFAULT",
+    "FRAGMENT_RATIO",
+    "FRAGMENT_RATIO_DEFAULT",
+    "MINOR_FRAGMENT_FILE_COUNT",
+    "MINOR_FRAGMENT_FILE_COUNT_DEFAULT",
+    "MINOR_INTERVAL",
+    "MINOR_INTERVAL_DEFAULT",
+    "MAJOR_SEGMENT_DELETE_RATIO",
+    "MAJOR_SEGMENT_DELETE_RATIO_DEFAULT",
+    "MAJOR_FULL_REWRITE",
+    "MAJOR_FULL_REWRITE_DEFAULT",
 ]
 
 PROPERTY_PREFIX = "compaction."
@@ -129,6 +139,33 @@ PARALLELISM_DEFAULT = 2
 MIN_JOB_GROUP_BYTES = "compaction.min-job-group-bytes"
 MIN_JOB_GROUP_BYTES_DEFAULT = 256 * 1024 * 1024
 
+#: Amoro's split of a partition's data files: *fragment* files are smaller than target file size / this ratio
+#: (16 MiB at a 128 MiB target); the others are *segment* files. A MINOR merges the fragment files (every delete
+#: applied) and converts the equality deletes of the segments; a MAJOR also rewrites the small segments and the
+#: segments whose own delete ratio passes ``MAJOR_SEGMENT_DELETE_RATIO``. At least 1.
+FRAGMENT_RATIO = "compaction.fragment-ratio"
+FRAGMENT_RATIO_DEFAULT = 8
+
+#: MINOR when fragment files + equality delete files of a partition >= this (Amoro's minor trigger). At least 1.
+MINOR_FRAGMENT_FILE_COUNT = "compaction.minor.fragment-file-count"
+MINOR_FRAGMENT_FILE_COUNT_DEFAULT = 12
+
+#: MINOR when the partition's last successful MINOR (from the ledger) is at least this long ago and it has two or
+#: more fragment files or a mergeable delete file. A duration: seconds, or ``30m``, ``2h``, ``1d``; ``0`` = off.
+MINOR_INTERVAL = "compaction.minor.interval"
+MINOR_INTERVAL_DEFAULT = 0
+
+#: MAJOR rewrites a segment file when its own known deleted rows (file-scoped position deletes / DVs) / its rows
+#: >= this ratio; the other segments keep their rows, their equality deletes converted. Range (0, 1].
+MAJOR_SEGMENT_DELETE_RATIO = "compaction.major.segment-delete-ratio"
+MAJOR_SEGMENT_DELETE_RATIO_DEFAULT = 0.1
+
+#: ``true``: a MAJOR rewrites every data file of the partition that a delete applies to, plus every small file,
+#: with all deletes applied (Iceberg's ``rewrite_data_files`` with ``delete-file-threshold=1``), instead of only
+#: the fragment, small and delete-heavy segment files.
+MAJOR_FULL_REWRITE = "compaction.major.full-rewrite"
+MAJOR_FULL_REWRITE_DEFAULT = False
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Value parsing
@@ -185,6 +222,20 @@ def _parse_float(key: str, value: object) -> float:
     return result
 
 
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _parse_duration(key: str, value: object) -> int:
+    """Seconds: a plain integer, or an integer with one unit ``s``/``m``/``h``/``d`` (``30m``); ``off`` = 0."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("off", "none", ""):
+            return 0
+        if text[-1:] in _DURATION_UNITS:
+            return _parse_int(key, text[:-1]) * _DURATION_UNITS[text[-1]]
+    return _parse_int(key, value)
+
+
 @dataclass(frozen=True)
 class _Knob:
     field: str
@@ -230,9 +281,15 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("parallel_multiple", PARALLEL_MULTIPLE, _parse_int, _at_least(1)),
     _Knob("parallelism", PARALLELISM, _parse_int, _at_least(1)),
     _Knob("min_job_group_bytes", MIN_JOB_GROUP_BYTES, _parse_int, _at_least(1)),
+    _Knob("fragment_ratio", FRAGMENT_RATIO, _parse_int, _at_least(1)),
+    _Knob("minor_fragment_file_count", MINOR_FRAGMENT_FILE_COUNT, _parse_int, _at_least(1)),
+    _Knob("minor_interval_seconds", MINOR_INTERVAL, _parse_duration, _at_least(0)),
+    _Knob("major_segment_delete_ratio", MAJOR_SEGMENT_DELETE_RATIO, _parse_float, _ratio_in_unit_interval),
+    _Knob("major_full_rewrite", MAJOR_FULL_REWRITE, _parse_bool, _no_check),
 )
 _KNOB_BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
 _DERIVED_THRESHOLD = "small_file_threshold_bytes"
+_DERIVED_FRAGMENT = "fragment_threshold_bytes"
 _KNOB_BY_ALIAS: dict[str, _Knob] = {}
 for _k in _KNOBS:
     _KNOB_BY_ALIAS[_k.key] = _k
@@ -289,6 +346,16 @@ class CompactionPolicy:
     parallelism: int = PARALLELISM_DEFAULT
     #: ``compaction.min-job-group-bytes``: smallest estimated cost worth a job group (one spark-submit).
     min_job_group_bytes: int = MIN_JOB_GROUP_BYTES_DEFAULT
+    #: ``compaction.fragment-ratio``: fragment files are smaller than target size / this.
+    fragment_ratio: int = FRAGMENT_RATIO_DEFAULT
+    #: ``compaction.minor.fragment-file-count``: MINOR when fragment files + equality delete files >= this.
+    minor_fragment_file_count: int = MINOR_FRAGMENT_FILE_COUNT_DEFAULT
+    #: ``compaction.minor.interval``: MINOR when the last successful MINOR is this many seconds ago (0: off).
+    minor_interval_seconds: int = MINOR_INTERVAL_DEFAULT
+    #: ``compaction.major.segment-delete-ratio``: MAJOR rewrites a segment whose own delete ratio >= this.
+    major_segment_delete_ratio: float = MAJOR_SEGMENT_DELETE_RATIO_DEFAULT
+    #: ``compaction.major.full-rewrite``: MAJOR rewrites every file a delete applies to (the classic rewrite).
+    major_full_rewrite: bool = MAJOR_FULL_REWRITE_DEFAULT
 
     def __post_init__(self) -> None:
         for knob in _KNOBS:
@@ -313,6 +380,11 @@ class CompactionPolicy:
         if self.min_file_size_bytes is not None:
             return self.min_file_size_bytes
         return int(MIN_FILE_SIZE_TARGET_FRACTION * self.target_file_size_bytes)
+
+    @property
+    def fragment_threshold_bytes(self) -> int:
+        """Data files strictly smaller than this many bytes are fragment files: target size // fragment ratio."""
+        return self.target_file_size_bytes // self.fragment_ratio
 
     @property
     def max_groups(self) -> int:
@@ -368,6 +440,7 @@ class CompactionPolicy:
         readers of a plan; ignored by :meth:`from_dict`)."""
         out: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
         out[_DERIVED_THRESHOLD] = self.small_file_threshold_bytes
+        out[_DERIVED_FRAGMENT] = self.fragment_threshold_bytes
         return out
 
     def to_properties(self) -> dict[str, str]:
@@ -383,12 +456,12 @@ class CompactionPolicy:
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> CompactionPolicy:
         """Inverse of :meth:`to_dict`. Unknown keys are rejected (a plan written by a newer version)."""
-        unknown = sorted(set(data) - set(_KNOB_BY_FIELD) - {_DERIVED_THRESHOLD})
+        unknown = sorted(set(data) - set(_KNOB_BY_FIELD) - {_DERIVED_THRESHOLD, _DERIVED_FRAGMENT})
         if unknown:
             raise ConfigError(f"unknown policy field(s) {unknown!r}")
         values: dict[str, object] = {}
         for name, value in data.items():
-            if name == _DERIVED_THRESHOLD:
+            if name in (_DERIVED_THRESHOLD, _DERIVED_FRAGMENT):
                 continue
             knob = _KNOB_BY_FIELD[name]
             if name == "min_file_size_bytes" and value is None:

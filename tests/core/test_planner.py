@@ -23,6 +23,7 @@ from compaction.core.model import (
 from compaction.core.partition_filter import PartitionFilter, PartitionPredicate, SpecProjection
 from compaction.core.plan import CompactionPlan
 from compaction.core.planner import (
+    CONVERSION_READ_FRACTION,
     CompactionKind,
     CompactionMode,
     PartitionDecision,
@@ -83,7 +84,9 @@ def ev(p: PartitionState, policy: CompactionPolicy = POL, mode: str = "auto", fv
 def test_clean_partition_is_none_with_reason() -> None:
     d = ev(part(key(), [data("a"), data("b")]))
     assert d.kind is NONE
-    assert d.reason.startswith("no rule matched: delete ratio 0.00 < 0.30; 0 small files < 10")
+    assert d.reason.startswith(
+        "no rule matched: delete ratio 0.00 < 0.30; no delete-heavy segment; 0 small segment files < 10; "
+        "0 fragment + 0 equality delete files < 12")
     assert d.metrics["estimated_cost_bytes"] == 0
     assert d.metrics["data_files"] == 2 and d.metrics["data_bytes"] == 20 * K
 
@@ -107,7 +110,8 @@ def test_rule2_small_files_major() -> None:
     files = [data(f"s{i}", size=700) for i in range(10)] + [data("big", size=5000)]
     d = ev(part(key(), files))
     assert d.kind is MAJOR
-    assert d.reason == "10 small files (< 750 B) >= 10 -> MAJOR"
+    assert d.reason == "10 small segment files (< 750 B) >= 10 -> MAJOR"
+    assert d.metrics["full_rewrite"] == 0 and d.metrics["rewritten_data_files"] == 10
     nine = ev(part(key(), files[1:]))
     assert nine.kind is NONE
     # exactly-at-threshold file is not small
@@ -181,7 +185,10 @@ def test_forced_major() -> None:
 
 
 def test_forced_minor() -> None:
-    assert ev(part(key(), [data("a", size=1), data("b", size=1)]), mode="minor").kind is NONE
+    assert ev(part(key(), [data("a"), data("b")]), mode="minor").kind is NONE
+    assert ev(part(key(), [data("a", size=1), data("b")]), mode="minor").kind is NONE  # one fragment: nothing to merge
+    fragments = ev(part(key(), [data("a", size=1), data("b", size=1)]), mode="minor")
+    assert (fragments.kind, fragments.reason) == (MINOR, "mode=minor: 2 fragment files -> MINOR")
     d = ev(part(key(), [data("a")], [eq("e")]), mode=CompactionMode.MINOR)
     assert (d.kind, d.reason) == (MINOR, "mode=minor: 1 mergeable delete files -> MINOR")
     # forced minor never turns a MAJOR-worthy partition into MAJOR
@@ -214,7 +221,8 @@ def test_costs_and_selected_files() -> None:
     assert task.data_files == ("old", "small")
     assert task.delete_files == ("e",)
     minor = ev(part(key(), [big_clean, old_big, small], [eq("e", seq=3)]), mode="minor")
-    assert minor.metrics["estimated_cost_bytes"] == 4000 + 100
+    # "old" is only read for the conversion (its equality column): a fraction of its bytes
+    assert minor.metrics["estimated_cost_bytes"] == int(CONVERSION_READ_FRACTION * 4000) + 100
     pl = plan(table(part(key(), [big_clean, old_big, small], [eq("e", seq=3)])), POL, "minor", NOW)
     (task,) = pl.tasks
     assert (task.kind, task.data_files, task.delete_files) == (MINOR, ("old",), ("e",))
@@ -517,9 +525,16 @@ def test_property_plan_invariants(t: TableState, pol: CompactionPolicy, mode: st
             sizes = {f.path: f.size_bytes for f in st_.data_files}
             assert all(sum(sizes[p] for p in tk.data_files) >= pol.target_file_size_bytes for tk in pieces)
         union = sorted(p for tk in pieces for p in tk.data_files)
-        assert sum(f.size_bytes for f in st_.data_files if f.path in union) + sum(
-            len(pieces) * b for b in [decisions[pk].metrics["delete_bytes"]]
-        ) == sum(tk.estimated_cost_bytes for tk in pieces)
+        task_bytes = sum(f.size_bytes for f in st_.data_files if f.path in union)
+        delete_bytes = len(pieces) * decisions[pk].metrics["delete_bytes"]
+        cost = sum(tk.estimated_cost_bytes for tk in pieces)
+        assert all(tk.full_rewrite == bool(decisions[pk].metrics["full_rewrite"]) for tk in pieces)
+        if pieces[0].full_rewrite:  # every task file is rewritten
+            assert task_bytes + delete_bytes == cost
+        else:  # files only read for a conversion cost a fraction of their bytes
+            assert delete_bytes + int(CONVERSION_READ_FRACTION * task_bytes) <= cost <= task_bytes + delete_bytes
+        if len(pieces) > 1:
+            assert pieces[0].full_rewrite
 
     # round trip
     assert CompactionPlan.from_json(pl.to_json()) == pl
@@ -595,10 +610,11 @@ def test_evaluate_partition_disabled_policy_and_split_never_isolates_small_file(
     assert (d.kind, d.reason) == (NONE, "compaction disabled by policy")
     # 4000 + 300 bytes in one heavy partition: a 2-way split would leave the 300-byte file alone -> no split
     lopsided = part(key(), [data("big", size=4000, seq=1), data("tiny", size=300, seq=1)], [eq("e", seq=2, size=10)])
-    (task,) = plan(table(lopsided), POL, "major", NOW).tasks
-    assert task.data_files == ("big", "tiny") and task.piece_count == 1
+    full = dataclasses.replace(POL, major_full_rewrite=True)
+    (task,) = plan(table(lopsided), full, "major", NOW).tasks
+    assert task.data_files == ("big", "tiny") and task.piece_count == 1 and task.full_rewrite
     # lower the target so both pieces are big enough -> split into 2
-    split = plan(table(lopsided), dataclasses.replace(POL, target_file_size_bytes=300), "major", NOW).tasks
+    split = plan(table(lopsided), dataclasses.replace(full, target_file_size_bytes=300), "major", NOW).tasks
     assert [t.data_files for t in split] == [("big",), ("tiny",)]
 
 
@@ -611,3 +627,89 @@ def test_small_runs_are_packed_into_fewer_job_groups() -> None:
     total = sum(g.estimated_cost_bytes for g in small.groups)
     assert len(small.groups) == -(-total // 2500) < POL.max_groups
     assert {t.partition for g in small.groups for t in g.tasks} == {t.partition for g in many.groups for t in g.tasks}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fragments and segments (Amoro's split)
+
+# target 1000 -> fragments < 125 bytes, small files < 750 bytes.
+
+
+def test_fragments_plus_equality_deletes_trigger_minor_that_merges_the_fragments() -> None:
+    segments = [data(f"seg{i}", size=900, records=1000, seq=1) for i in range(3)]
+    fragments = [data(f"frag{i}", size=50, records=10, seq=2 + i) for i in range(6)]
+    eqs = [eq(f"eq{i}", seq=3 + i, records=1, size=10) for i in range(6)]
+    d = ev(part(key(), segments + fragments, eqs))
+    assert (d.kind, d.reason) == (MINOR, "6 fragment files + 6 equality delete files >= 12 -> MINOR")
+    assert d.metrics["fragment_files"] == 6 and d.metrics["rewritten_data_files"] == 6
+    (task,) = plan(table(part(key(), segments + fragments, eqs)), POL, "auto", NOW).tasks
+    # the fragments are merged; the segments are read (equality column only) for the conversion
+    assert set(task.data_files) == {f.path for f in segments + fragments} and not task.full_rewrite
+    assert task.estimated_cost_bytes == 6 * 50 + int(CONVERSION_READ_FRACTION * 3 * 900) + 6 * 10
+    # one less fragment: the equality-delete rule still gives MINOR, with its own reason
+    fewer = ev(part(key(), segments + fragments[1:], eqs))
+    assert (fewer.kind, fewer.reason) == (MINOR, "6 equality delete files present -> MINOR")
+    # fragments alone, no delete: MINOR only at the count
+    assert ev(part(key(), [data(f"f{i}", size=10) for i in range(12)])).kind is MINOR
+    assert ev(part(key(), [data(f"f{i}", size=10) for i in range(11)])).kind is NONE
+
+
+def test_fragment_ratio_moves_the_fragment_threshold() -> None:
+    files = [data(f"f{i}", size=200) for i in range(12)]  # >= 125: not fragments at the default ratio 8
+    assert ev(part(key(), files)).metrics["fragment_files"] == 0
+    assert ev(part(key(), files), dataclasses.replace(POL, fragment_ratio=4)).metrics["fragment_files"] == 12
+    assert ev(part(key(), files), dataclasses.replace(POL, fragment_ratio=4)).kind is MINOR
+
+
+def test_delete_heavy_segment_gets_a_selective_major() -> None:
+    heavy, light = data("heavy", size=900, records=100), data("light", size=900, records=100)
+    frag = data("frag", size=50, records=10)
+    deletes = [pos("ph", ref="heavy", records=10), pos("pl", ref="light", records=9)]
+    d = ev(part(key(), [heavy, light, frag], deletes))
+    assert (d.kind, d.reason) == (MAJOR, "1 segment files with own delete ratio >= 0.10 -> MAJOR")
+    assert d.metrics["full_rewrite"] == 0
+    (task,) = plan(table(part(key(), [heavy, light, frag], deletes)), POL, "auto", NOW).tasks
+    # the heavy segment and the small fragment are rewritten; the light segment (9 %) is left alone
+    assert task.data_files == ("frag", "heavy") and not task.full_rewrite
+    assert task.estimated_cost_bytes == 950 + 2 * 100
+    # a position delete that names no single file is not a known per-file ratio (Iceberg's planner ignores it too)
+    unscoped = ev(part(key(), [heavy, light], [pos("p", ref=None, records=15)]))
+    assert unscoped.kind is NONE and unscoped.metrics["delete_heavy_segment_files"] == 0
+    # below the ratio by one row
+    assert ev(part(key(), [heavy], [pos("ph", ref="heavy", records=9)])).kind is NONE
+    stricter = dataclasses.replace(POL, major_segment_delete_ratio=0.05)
+    assert ev(part(key(), [heavy], [pos("ph", ref="heavy", records=9)]), stricter).kind is MAJOR
+
+
+def test_partition_delete_ratio_and_full_switch_give_a_full_rewrite() -> None:
+    files = [data("a", size=900, records=10), data("b", size=900, records=10)]
+    ratio = plan(table(part(key(), files, [eq("e", records=10)])), POL, "auto", NOW)
+    (task,) = ratio.tasks
+    assert task.full_rewrite and task.data_files == ("a", "b")
+    assert ratio.decisions[0].reason.startswith("delete ratio 0.50")
+    light = part(key(), files, [eq("e", records=1)])
+    (forced,) = plan(table(light), POL, "major", NOW).tasks
+    assert not forced.full_rewrite and forced.data_files == ("a", "b")  # read for the conversion only
+    assert forced.estimated_cost_bytes == int(CONVERSION_READ_FRACTION * 1800) + 100
+    (full,) = plan(table(light), dataclasses.replace(POL, major_full_rewrite=True), "major", NOW).tasks
+    assert full.full_rewrite and full.estimated_cost_bytes == 1800 + 100
+    # the full switch also counts fragments as small files for the small-file trigger
+    frags = [data(f"f{i}", size=10) for i in range(10)]
+    assert ev(part(key(), frags)).kind is NONE
+    d = ev(part(key(), frags), dataclasses.replace(POL, major_full_rewrite=True))
+    assert (d.kind, d.reason) == (MAJOR, "10 small files (< 750 B) >= 10 -> MAJOR")
+
+
+def test_minor_interval_uses_the_last_minor_time() -> None:
+    p = part(key(), [data("f0", size=10), data("f1", size=10), data("seg", size=900)])
+    pol = dataclasses.replace(POL, minor_interval_seconds=3600)
+    assert plan(table(p), POL, "auto", NOW).decisions[0].kind is NONE  # interval off by default
+    never = plan(table(p), pol, "auto", NOW).decisions[0]
+    assert (never.kind, never.reason) == (MINOR, "no MINOR recorded >= interval 3600 s, 2 fragment files -> MINOR")
+    recent = plan(table(p), pol, "auto", NOW, last_minor_at={key(): NOW - dt.timedelta(minutes=30)}).decisions[0]
+    assert recent.kind is NONE
+    old = plan(table(p), pol, "auto", NOW, last_minor_at={key(): NOW - dt.timedelta(hours=2)}).decisions[0]
+    assert (old.kind, old.reason) == (MINOR, "last MINOR 7200 s ago >= interval 3600 s, 2 fragment files -> MINOR")
+    # nothing to merge: the interval alone does not trigger
+    lone = part(key(), [data("f0", size=10), data("seg", size=900)])
+    assert plan(table(lone), pol, "auto", NOW).decisions[0].kind is NONE

@@ -29,6 +29,11 @@ TABLE = [
     ("parallel_multiple", "compaction.parallel-multiple", 2),
     ("parallelism", "compaction.parallelism", 2),
     ("min_job_group_bytes", "compaction.min-job-group-bytes", 256 * MiB),
+    ("fragment_ratio", "compaction.fragment-ratio", 8),
+    ("minor_fragment_file_count", "compaction.minor.fragment-file-count", 12),
+    ("minor_interval_seconds", "compaction.minor.interval", 0),
+    ("major_segment_delete_ratio", "compaction.major.segment-delete-ratio", 0.1),
+    ("major_full_rewrite", "compaction.major.full-rewrite", False),
 ]
 
 
@@ -40,12 +45,13 @@ def test_defaults_keys_and_constants() -> None:
         if fieldname != "min_file_size_bytes":
             assert getattr(pol, fieldname) == default, fieldname
         const = fieldname.upper()
-        if fieldname == "minor_max_position_deletes_per_file":
-            const = "MINOR_MAX_POSITION_DELETES_PER_FILE"
+        if fieldname == "minor_interval_seconds":
+            const = "MINOR_INTERVAL"
         assert getattr(P, const) == key
         assert getattr(P, const + "_DEFAULT") == default
     assert pol.small_file_threshold_bytes == int(0.75 * 128 * MiB)
     assert pol.max_groups == 4
+    assert pol.fragment_threshold_bytes == 16 * MiB
     assert CompactionPolicy.resolve({}) == pol
     assert CompactionPolicy.resolve({}, {}) == pol
 
@@ -238,3 +244,15 @@ def test_precedence_property(table: dict[str, object], run: dict[str, object]) -
     assert pol.min_file_size_bytes is None
     assert pol.small_file_threshold_bytes == int(0.75 * pol.target_file_size_bytes)
     assert CompactionPolicy.from_dict(json.loads(json.dumps(pol.to_dict()))) == pol
+
+
+@pytest.mark.parametrize("text,seconds", [("0", 0), ("off", 0), ("90", 90), ("90s", 90), ("30m", 1800), (" 2h ", 7200),
+                                          ("1d", 86400)])
+def test_minor_interval_durations(text: str, seconds: int) -> None:
+    assert CompactionPolicy.resolve({"compaction.minor.interval": text}).minor_interval_seconds == seconds
+
+
+@pytest.mark.parametrize("text", ["-5m", "1w", "soon", "1.5h"])
+def test_minor_interval_rejects_bad_durations(text: str) -> None:
+    with pytest.raises(ConfigError, match="compaction.minor.interval"):
+        CompactionPolicy.resolve({"compaction.minor.interval": text})
