@@ -23,9 +23,22 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 SEEDS = list(range(300, 320))
 
 
-def _compact(spark, catalog: CatalogConfig, table_name: str, mode: CompactionMode, level: ValidationLevel):  # type: ignore[no-untyped-def]
+#: No data file is a fragment (target size // ratio is 0): a MINOR only converts and merges deletes.
+NO_FRAGMENTS = {"fragment_ratio": 1 << 40}
+
+
+def fragment_overrides(state) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Policy overrides that make about half of a tiny table's data files fragments (smaller than the median file)
+    and the rest segments, none of them small segments: the fragment/segment split at test scale."""
+    sizes = sorted(f.size_bytes for p in state.partitions for f in p.data_files)
+    median = sizes[len(sizes) // 2]
+    return {"target_file_size_bytes": 8 * median, "min_file_size_bytes": median}
+
+
+def _compact(spark, catalog: CatalogConfig, table_name: str, mode: CompactionMode, level: ValidationLevel,  # type: ignore[no-untyped-def]
+             overrides: dict[str, object] | None = None):
     state = inspect_table(catalog, table_name)
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), mode, NOW)
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), mode, NOW)
     results = [run_group(spark, compaction_plan, g.group_id, level=level) for g in compaction_plan.groups]
     return compaction_plan, results
 
@@ -42,7 +55,9 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
     assert n_eq_before > 0, f"scenario without equality deletes (spec {spec})"
 
     level = [ValidationLevel.CHECKSUM, ValidationLevel.COUNT, ValidationLevel.NONE][seed % 3]
-    compaction_plan, results = _compact(spark, catalog, "cdc.m", CompactionMode.MINOR, level)
+    overrides = fragment_overrides(inspect_table(catalog, "cdc.m"))
+    fragment_limit = overrides["target_file_size_bytes"] // 8
+    compaction_plan, results = _compact(spark, catalog, "cdc.m", CompactionMode.MINOR, level, overrides)
     outcomes = [p for r in results for p in r.partitions]
     assert all(p.kind == "minor" for p in outcomes)
     assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in outcomes), \
@@ -53,8 +68,19 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
     after = read_table(table)
     assert after.rows == before.rows, f"rows changed by MINOR (spec {spec})"
     assert spark_rows(spark, workload.table) == before.rows, "Spark disagrees with the oracle after MINOR"
-    # MINOR rewrote no data file.
-    assert {d.path for d in after.data_files} == {d.path for d in before.data_files}
+    # MINOR rewrote fragment files only: a segment is kept, unless Iceberg dropped it because position deletes
+    # of its own delete every row (delete ratio 1).
+    after_paths = {d.path for d in after.data_files}
+    gone = [d for d in before.data_files if d.path not in after_paths]
+    for d in gone:
+        if d.file_size_in_bytes >= fragment_limit:
+            scoped = sum(x.record_count for x in before.applicable_deletes.get(d.path, ()) if x.delete_kind != "equality")
+            assert scoped >= d.record_count, f"segment {d.path} rewritten by MINOR"
+    planned = sum(int(dec.metrics["rewritten_data_files"]) for dec in compaction_plan.decisions
+                  if dec.kind is CompactionKind.MINOR)
+    if planned:
+        assert sum(p.rewritten_data_files for p in outcomes) > 0, "fragments were planned for merging, none merged"
+        assert any(d.file_size_in_bytes < fragment_limit for d in gone)
     # Every partition that was compacted has no equality-delete file left, and each of its data files has at
     # most one position delete / DV applying.
     compacted = {(p.partition["spec_id"], tuple(f["value"] for f in p.partition["fields"]))
@@ -79,11 +105,20 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
             assert scan_partition(spark, jtable, expression, p.commit_snapshot_ids[-1],
                                   with_applied=False).counts() == p.after, p.label
 
-    # A second MINOR finds nothing to do in the compacted partitions.
+    # A second MINOR finds no delete to merge or convert in the compacted partitions. (It may still find
+    # fragments: at this scale a Parquet file's own overhead is most of its size, so merged files stay small.)
     state = inspect_table(catalog, "cdc.m")
-    replan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
-    again = {d.partition.label() for d in replan.decisions if d.kind is CompactionKind.MINOR}
-    assert not again & {p.label for p in outcomes if p.status == COMMITTED}, again
+    replan = plan(state, CompactionPolicy.resolve(state.properties, overrides), CompactionMode.MINOR, NOW)
+    compacted_labels = {p.label for p in outcomes if p.status == COMMITTED}
+    for d in replan.decisions:
+        if d.partition.label() in compacted_labels:
+            st_ = next(x for x in state.partitions if x.key == d.partition)
+            assert d.metrics["mergeable_delete_files"] == 0 and d.metrics["equality_delete_files"] == 0, (
+                d.reason, [(f.path[-60:], f.data_sequence_number, f.file_sequence_number) for f in st_.data_files],
+                [(x.path[-20:], x.content.value, x.data_sequence_number, x.file_sequence_number, (x.referenced_data_file or "")[-60:])
+                 for x in st_.delete_files],
+                [(p.label, p.commit_snapshot_ids, p.rewritten_data_files, p.removed_delete_files, p.added_delete_files)
+                 for p in outcomes if p.label == d.partition.label()])
 
 
 def test_run_minor_through_spark_submit(spark, sqlite_catalog: CatalogConfig, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -108,7 +143,8 @@ def test_run_minor_through_spark_submit(spark, sqlite_catalog: CatalogConfig, tm
     after = read_table(sqlite_catalog.load().load_table(workload.identifier))
     assert after.rows == before.rows
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
-    assert {d.path for d in after.data_files} == {d.path for d in before.data_files}
+    # Every file of this tiny table is a fragment: MINOR merged them (through the spark-submit path too).
+    assert len(after.data_files) < len(before.data_files)
     assert all(d.delete_kind == "deletion_vector" for d in after.delete_files)
 
 
@@ -240,20 +276,25 @@ def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validate
         seed=41, partitioning="days_ts", days_span=3, commits=3, rows_per_commit=40, evolve_spec=False,
         use_equality_deletes=True, eq_delete_fraction=0.7))
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
-    compaction_plan, results = _compact(spark, sqlite_catalog, "cdc.mg", CompactionMode.MINOR, ValidationLevel.CHECKSUM)
+    compaction_plan, results = _compact(spark, sqlite_catalog, "cdc.mg", CompactionMode.MINOR, ValidationLevel.CHECKSUM,
+                                        NO_FRAGMENTS)
     parts = [p for r in results for p in r.partitions]
     committed = [p for p in parts if p.status == COMMITTED]
     assert len(committed) >= 2 and len(compaction_plan.groups) == 1, [(p.label, p.status, p.error) for p in parts]
-    assert len({tuple(p.commit_snapshot_ids) for p in committed}) == 1
+    # One conversion commit for the group (a MINOR first rewrites the files Iceberg's planner drops: here files
+    # whose every row a position delete removed, in their own, earlier commit).
+    assert len({p.commit_snapshot_ids[-1] for p in committed}) == 1
     table = sqlite_catalog.load().load_table(workload.identifier)
-    (commit,) = committed[0].commit_snapshot_ids
-    assert table.snapshot_by_id(commit).parent_snapshot_id == compaction_plan.base_snapshot_id
+    commit = committed[0].commit_snapshot_ids[-1]
+    rewrites = {sid for p in committed for sid in p.commit_snapshot_ids[:-1]}
+    assert table.snapshot_by_id(commit).parent_snapshot_id in {compaction_plan.base_snapshot_id} | rewrites
     for p in committed:
-        (check,) = p.validation["checks"]
+        assert len(p.validation["checks"]) == len(p.commit_snapshot_ids)
+        check = p.validation["checks"][-1]
         assert check["ok"] and check["before"] == check["after"] and check["before"]["rows"] > 0
         assert p.after["equality_delete_files"] == 0 < p.before["equality_delete_files"]
     # Each partition was compared on its own rows: their counts add up to the table's.
-    assert sum(p.validation["checks"][0]["before"]["rows"] for p in committed) == before.row_count
+    assert sum(p.validation["checks"][-1]["before"]["rows"] for p in committed) == before.row_count
     after = read_table(table)
     assert after.rows == before.rows
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
@@ -279,7 +320,7 @@ def test_a_post_commit_check_failure_undoes_the_minor_commit(spark, sqlite_catal
 
     monkeypatch.setattr(minor, "check_no_conflicting_changes", fails_after_commit)
     state = inspect_table(sqlite_catalog, "cdc.mu")
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, NO_FRAGMENTS), CompactionMode.MINOR, NOW)
     results = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT, group_commit=group_commit)
                for g in compaction_plan.groups]
     parts = [p for r in results for p in r.partitions]
@@ -288,3 +329,39 @@ def test_a_post_commit_check_failure_undoes_the_minor_commit(spark, sqlite_catal
     table = sqlite_catalog.load().load_table(workload.identifier)
     assert table.current_snapshot().snapshot_id == head
     assert read_table(table).rows == workload.expected_rows
+
+
+def test_minor_removes_an_equality_delete_whose_keys_match_no_row_of_its_partition(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig) -> None:
+    """An equality delete on (id, region) committed into partition region='EU' with region='US' keys can never
+    apply to a row of that partition. Iceberg's metrics-based pruning hides it from a row-filtered scan, while the
+    planner counts it from the manifests: MINOR must see it, convert nothing and remove it."""
+    from compaction.spark import jvm as J
+    from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
+
+    table = f"{sqlite_catalog.name}.cdc.orphan_eq"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, region STRING, v STRING) USING iceberg PARTITIONED BY (region) "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'EU', 'a'), (2, 'EU', 'b'), (3, 'US', 'c')")
+    jtable = J.load_table(spark, table)
+    write_and_commit(spark, jtable, [EqualityDeleteSpec(("id", "region"), ((1, "US"), (2, "US")), partition=("EU",))])
+    def rows() -> list[tuple[object, ...]]:
+        return sorted(tuple(r) for r in spark.table(table).collect())
+
+    before = rows()
+    assert len(before) == 3
+
+    state = inspect_table(sqlite_catalog, "cdc.orphan_eq")
+    eu = next(p for p in state.partitions if p.key.fields[0].value == "EU")
+    assert len(eu.equality_delete_files) == 1
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
+    assert [d.kind for d in compaction_plan.decisions if d.partition == eu.key] == [CompactionKind.MINOR]
+    results = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT) for g in compaction_plan.groups]
+    outcomes = [p for r in results for p in r.partitions]
+    assert [p.status for p in outcomes] == [COMMITTED], [(p.label, p.status, p.error) for p in outcomes]
+    assert rows() == before
+    after = inspect_table(sqlite_catalog, "cdc.orphan_eq")
+    assert not [d for p in after.partitions for d in p.equality_delete_files], "the equality delete is still live"
+    replan = plan(after, CompactionPolicy.resolve(after.properties), CompactionMode.MINOR, NOW)
+    assert all(d.kind is CompactionKind.NONE for d in replan.decisions), [d.reason for d in replan.decisions]

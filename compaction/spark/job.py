@@ -31,6 +31,7 @@ from compaction.spark.major import (
     new_tag,
     remove_dangling_deletes,
     rewrite_partition,
+    selection_for,
     sleep_backoff,
 )
 from compaction.spark.partition_files import PartitionKeys, scan_partition, touched_partitions
@@ -81,6 +82,9 @@ class PartitionResult:
     converted_rows: int = 0
     duration_ms: int = 0
     validation: dict[str, Any] = field(default_factory=dict)
+    #: Snapshots of a selective compaction's file rewrite that were validated on their own and are kept even when
+    #: its conversion later fails or conflicts (also listed in ``commit_snapshot_ids``).
+    kept_snapshot_ids: list[int] = field(default_factory=list)
     error: str | None = None
     error_class: str | None = None
     exit_code: int = 0
@@ -328,7 +332,7 @@ def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> Fingerpr
 
 
 def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, base_id: int | None,
-                      result: PartitionResult) -> bool:
+                      result: PartitionResult, spark: Any = None) -> bool:
     """Record the partition's files at the attempt's base; if the plan is stale (a planned file is gone), decide
     again from what is there now, with the plan's own policy and mode. True when that decision is to do nothing
     (the result is then final: SKIPPED)."""
@@ -338,7 +342,7 @@ def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, b
     present = set(before.data) | {path for path, _ in before.deletes}
     if base_id == plan.base_snapshot_id or planned_files <= present:
         return False
-    decision = evaluate_partition(before.to_state(task.partition), plan.policy, plan.mode, plan.format_version)
+    decision = evaluate_partition(before.to_state(task.partition, spark), plan.policy, plan.mode, plan.format_version)
     if decision.kind is CompactionKind.NONE:
         result.status, result.reason = SKIPPED, f"changed since planning: {decision.reason}"
         result.after = result.before
@@ -367,7 +371,10 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         result.reason = f"unsupported: {task.kind.value} compaction is not implemented by this version of the Spark job"
         result.duration_ms = int((time.monotonic() - started) * 1000)
         return result
-    compact = _major_attempt if task.kind is CompactionKind.MAJOR else _minor_attempt
+    if _selective(task):
+        compact = functools.partial(_selective_attempt, kind=task.kind.value)
+    else:
+        compact = _major_attempt
     attempt = 0
     while True:
         attempt += 1
@@ -382,24 +389,26 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             # Which deletes apply to which file is not needed here (MAJOR reads it after the rewrite, in _validate;
             # MINOR derives it from metadata by the spec's rules).
             before = scan_partition(spark, table, expression, base_id, with_applied=False)
-            if _settled_as_stale(plan, task, before, base_id, result):
+            if _settled_as_stale(plan, task, before, base_id, result, spark):
                 break
             _emit(progress, f"icecompact: {task.kind.value.upper()} {key.label()} attempt {attempt}: "
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
                             f"({result.before['equality_delete_files']} equality)")
             compact(_Attempt(spark, plan, table, ref, key, expression, before, current, level, fingerprints,
                              attempt, prepared, group), result, commits)
-            result.status = COMMITTED if commits else NO_OP
+            result.status = COMMITTED if commits or result.kept_snapshot_ids else NO_OP
             break
         except CommitValidationError as e:
             result.error, result.error_class, result.exit_code = str(e), type(e).__name__, e.exit_code
-            result.status, result.commit_snapshot_ids = _undo(spark, table, commits), list(commits)
+            result.status = _undo(spark, table, commits)
+            result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
             break
         except Exception as e:  # py4j errors from Iceberg, classified
             err = classify_java_error(e, f"{task.kind.value.upper()} {key.label()}")
             if commits:  # committed, then something failed (e.g. our own check): never keep it silently
                 result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
-                result.status, result.commit_snapshot_ids = _undo(spark, table, commits), list(commits)
+                result.status = _undo(spark, table, commits)
+                result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
                 break
             if isinstance(err, CommitConflictError):
                 result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
@@ -417,6 +426,15 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             break
         finally:
             fingerprints.close()  # never leave a read-ahead Spark job running into the next attempt or partition
+    if result.kept_snapshot_ids:
+        result.commit_snapshot_ids = result.kept_snapshot_ids + [
+            sid for sid in result.commit_snapshot_ids if sid not in result.kept_snapshot_ids]
+        if result.status in (NO_OP, SKIPPED):  # e.g. a retry found nothing left to convert after our rewrite
+            result.status = COMMITTED
+        elif result.status != COMMITTED:
+            note = (f"the file rewrite (snapshot {', '.join(map(str, result.kept_snapshot_ids))}, validated) holds; "
+                    "the conversion did not")
+            result.reason = f"{result.reason}; {note}" if result.reason else note
     result.duration_ms = int((time.monotonic() - started) * 1000)
     _emit(progress, f"icecompact: {key.label()} -> {result.status}")
     return result
@@ -487,18 +505,56 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
               after_files=outcome.after_files, fingerprints=a.fingerprints, group=a.group)
 
 
-def _minor_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> None:
+def _selective(task: CompactionTask) -> bool:
+    """A MINOR, or a MAJOR that is not a full rewrite: Iceberg's rewrite of the files the kind selects (fragments;
+    small and delete-heavy segments), then the conversion of the remaining deletes (compaction.spark.minor)."""
+    return task.kind is CompactionKind.MINOR or (task.kind is CompactionKind.MAJOR and not task.full_rewrite)
+
+
+def _selective_attempt(a: _Attempt, result: PartitionResult, commits: list[int], *, kind: str) -> None:
+    """Rewrite the selected files (keeping the starting sequence number, so equality deletes committed meanwhile
+    still apply to the new files) and validate that commit on its own: from then on it is kept, a valid state of the
+    table by itself. Then convert the equality deletes of the files left and merge position deletes (one RowDelta)
+    and validate that commit; a failure undoes the conversion only, a conflict retries it (run_task)."""
     from compaction.spark.minor import minor_compact
 
     spark, table, key = a.spark, a.table, a.key
+    before, prepared = a.before, a.prepared if a.number == 1 else None
+    checks: list[dict[str, Any]] = []
+    if a.base_id is not None:
+        tag = new_tag()
+        rewritten, added, _ = rewrite_partition(
+            spark, table, a.expression, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
+            plan_id=a.plan.plan_id, tag=tag, selection=selection_for(a.plan.policy, kind))
+        if rewritten or added:
+            sid = find_tagged_snapshot(table, a.base_id, tag)
+            if sid is None:
+                raise CommitConflictError("rewrite committed but its snapshot was not found on main")
+            commits.append(sid)
+            result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
+            _validate(spark, table, a.ref, a.plan.table.catalog, key, [sid], a.level, None, a.expression, result,
+                      fingerprints=a.fingerprints, group=a.group)
+            checks = list(result.validation.get("checks", []))
+            commits.remove(sid)
+            result.kept_snapshot_ids.append(sid)
+            result.rewritten_data_files += rewritten
+            result.added_data_files += added
+            table.refresh()
+            before, prepared = scan_partition(spark, table, a.expression, sid, with_applied=False), None
     outcome = minor_compact(
         spark, table, a.expression, rows_predicate(spark, table, a.plan.table.catalog, {key}), key,
         table_ref=a.ref, plan_id=a.plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
-        before=a.before, prepared=a.prepared if a.number == 1 else None, committed=commits,
+        before=before, prepared=prepared, committed=commits,
     )
-    _take_outcome(result, commits, outcome)
+    commits.extend(sid for sid in outcome.commit_snapshot_ids if sid not in commits)
+    result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
+    result.removed_delete_files = outcome.removed_delete_files
+    result.added_delete_files = outcome.added_delete_files
+    result.converted_rows = outcome.converted_rows
+    result.after = outcome.after
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, None, a.expression, result,
               fingerprints=a.fingerprints, group=a.group)
+    result.validation["checks"] = checks + list(result.validation.get("checks", []))
 
 
 def _undo(spark: Any, table: Any, commits: list[int]) -> str:
@@ -534,8 +590,8 @@ def _any_of(spark: Any, expressions: list[Any]) -> Any:
 
 
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
-                     progress: Callable[[str], None] | None,
-                     group: GroupRows | None) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
+                     progress: Callable[[str], None] | None, group: GroupRows | None,
+                     selective: str | None = None) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
     """The group's MAJOR partitions in one Iceberg rewrite action over all of them, like the bare CALL: its file
     groups are rewritten concurrently, it commits once (one snapshot for the job group, so a conflict in one
     partition costs only this group's work), then one dangling-delete cleanup commit, then validation (c) of every
@@ -546,9 +602,17 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     fewer than two partitions were left to compact. Those partitions then run one by one through :func:`run_task`,
     which retries and classifies per partition (the conflicts seen here are added to their results). Once the
     group committed, a failure of the cleanup or of any partition's validation undoes both commits for every
-    partition of the group (rolled back while current, otherwise needs attention): never kept silently."""
+    partition of the group (rolled back while current, otherwise needs attention): never kept silently.
+
+    ``selective`` (``"minor"`` or ``"major"``): the first half of the group's selective tasks of that kind instead:
+    one rewrite of the files the kind selects, no cleanup (the conversion that follows removes what no longer
+    applies), validated the same way. A partition whose result here is committed or no_op still has its
+    conversion to run (run_group)."""
     settled: dict[Any, PartitionResult] = {}
-    majors = [t for t in tasks if t.kind is CompactionKind.MAJOR]
+    if selective is None:
+        majors = [t for t in tasks if t.kind is CompactionKind.MAJOR and t.full_rewrite]
+    else:
+        majors = [t for t in tasks if _selective(t) and t.kind.value == selective]
     if len(majors) < 2 or any(t.partition.is_unpartitioned for t in majors):
         return settled, {}
     started, ref = time.monotonic(), quoted(plan.table)
@@ -563,7 +627,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value, attempts=1)
             expression = java_partition_expression(spark, table, key)
             before = scan_partition(spark, table, expression, base_id, with_applied=False)
-            if _settled_as_stale(plan, task, before, base_id, result):
+            if _settled_as_stale(plan, task, before, base_id, result, spark):
                 result.duration_ms = int((time.monotonic() - started) * 1000)
                 settled[key] = result
                 _emit(progress, f"icecompact: {key.label()} -> {result.status}")
@@ -581,8 +645,10 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     expression = _any_of(spark, [e for _, e, _, _ in active])
     tag = new_tag()
     try:
-        rewritten, added, _ = rewrite_partition(spark, table, expression, plan_id=plan.plan_id, tag=tag,
-                                                target_file_size_bytes=plan.policy.target_file_size_bytes)
+        rewritten, added, _ = rewrite_partition(
+            spark, table, expression, plan_id=plan.plan_id, tag=tag,
+            target_file_size_bytes=plan.policy.target_file_size_bytes,
+            selection=None if selective is None else selection_for(plan.policy, selective))
         commits: list[int] = []
         if rewritten or added:
             sid = find_tagged_snapshot(table, base_id, tag)
@@ -595,8 +661,9 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return settled, _group_conflicts(err, [t.partition for t, _, _, _ in active])
     fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
     try:
-        remove_dangling_deletes(spark, table, expression, plan_id=plan.plan_id, tag=new_tag(),
-                                covers_whole_table=False, committed=commits)
+        if selective is None:
+            remove_dangling_deletes(spark, table, expression, plan_id=plan.plan_id, tag=new_tag(),
+                                    covers_whole_table=False, committed=commits)
         table.refresh()
         last = commits[-1] if commits else base_id
         _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
@@ -604,8 +671,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             after = scan_partition(spark, table, part_expression, last, with_applied=True)
             _group_outcome(result, before, after, commits)
             _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
-                      base_seq, part_expression, result, after_files=after, fingerprints=fingerprints, group=group,
-                      own_rows=True)
+                      base_seq if selective is None else None, part_expression, result, after_files=after,
+                      fingerprints=fingerprints, group=group, own_rows=True)
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
     except Exception as e:  # committed, then something failed: never keep it silently
         err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MAJOR of {len(active)} partitions")
@@ -638,7 +705,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     from compaction.spark.minor import PartitionChange, commit_changes
 
     settled: dict[Any, PartitionResult] = {}
-    minors = [t for t in tasks if t.kind is CompactionKind.MINOR]
+    minors = [t for t in tasks if _selective(t)]
     if len(minors) < 2 or any(t.partition not in prepared for t in minors):
         return settled, {}
     started, ref = time.monotonic(), quoted(plan.table)
@@ -655,7 +722,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             # The group read scanned the partition at its own base: no new scan when nothing was committed since.
             before = (ready.files if ready.snapshot_id == base_id
                       else scan_partition(spark, table, expression, base_id, with_applied=False))
-            if _settled_as_stale(plan, task, before, base_id, result):
+            if _settled_as_stale(plan, task, before, base_id, result, spark):
                 result.duration_ms = int((time.monotonic() - started) * 1000)
                 settled[key] = result
                 continue
@@ -745,7 +812,7 @@ def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[Compactio
                          progress: Callable[[str], None] | None) -> dict[Any, Any]:
     """The MINOR partitions of a group read their rows in one Spark job (see minor.prepare_group). Best effort:
     if it fails, every partition does its own reading, with the usual error handling."""
-    keys = [t.partition for t in tasks if t.kind is CompactionKind.MINOR and not t.partition.is_unpartitioned]
+    keys = [t.partition for t in tasks if _selective(t) and not t.partition.is_unpartitioned]
     if len(keys) < 2:
         return {}
     from compaction.spark.minor import prepare_group
@@ -795,18 +862,28 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
         result.error = f"plan {plan.plan_id} has no job group {group_id} (groups: {sorted(groups)})"
         return result
     tasks = _merge_tasks(groups[group_id].tasks)
-    prepared = _prepare_minor_group(spark, plan, tasks, progress)
     group = _group_rows(spark, plan, tasks, level)
     try:
         settled: dict[Any, PartitionResult] = {}
         conflicts: dict[Any, list[dict[str, Any]]] = {}
+        rewrites: dict[Any, PartitionResult] = {}  # selective tasks whose file rewrite is done and validated
         if group_commit:
-            for done, seen in (
-                _run_major_group(spark, plan, tasks, level=level, progress=progress, group=group),
-                _run_minor_group(spark, plan, tasks, level=level, progress=progress, group=group, prepared=prepared),
-            ):
-                settled.update(done)
+            done, seen = _run_major_group(spark, plan, tasks, level=level, progress=progress, group=group)
+            settled.update(done)
+            conflicts.update(seen)
+            for kind in ("minor", "major"):
+                done, seen = _run_major_group(spark, plan, tasks, level=level, progress=progress, group=group,
+                                              selective=kind)
+                for key, part in done.items():
+                    (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
                 conflicts.update(seen)
+        pending = [t for t in tasks if t.partition not in settled]
+        prepared = _prepare_minor_group(spark, plan, pending, progress)
+        if group_commit:
+            done, seen = _run_minor_group(spark, plan, pending, level=level, progress=progress, group=group,
+                                          prepared=prepared)
+            settled.update({k: _combine(rewrites.get(k), r) for k, r in done.items()})
+            conflicts.update(seen)
         for task in tasks:
             if task.partition in settled:
                 result.partitions.append(settled[task.partition])
@@ -816,7 +893,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
             if task.partition in conflicts:
                 part.conflicts = conflicts[task.partition] + part.conflicts
                 part.attempts += 1
-            result.partitions.append(part)
+            result.partitions.append(_combine(rewrites.get(task.partition), part))
     finally:
         if group is not None:
             group.close()
@@ -828,6 +905,27 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
         result.exit_code = max((p.exit_code for p in bad), default=0) or RewriteJobError.exit_code
         result.error = "; ".join(f"{p.label}: {p.status}{': ' + p.error if p.error else ''}" for p in bad)[:4000]
     return result
+
+
+def _combine(rewrite: PartitionResult | None, part: PartitionResult) -> PartitionResult:
+    """A selective task's result: its group file rewrite (validated and kept on its own) then its conversion.
+    When the conversion failed, the reason says that the rewrite holds."""
+    if rewrite is None or not rewrite.commit_snapshot_ids:
+        return part
+    kept = list(rewrite.commit_snapshot_ids)
+    part.commit_snapshot_ids = kept + [sid for sid in part.commit_snapshot_ids if sid not in kept]
+    part.rewritten_data_files += rewrite.rewritten_data_files
+    part.added_data_files += rewrite.added_data_files
+    part.base_snapshot_id, part.before = rewrite.base_snapshot_id, rewrite.before
+    part.duration_ms += rewrite.duration_ms
+    part.validation = {**part.validation,
+                       "checks": list(rewrite.validation.get("checks", [])) + list(part.validation.get("checks", []))}
+    if part.status in (NO_OP, SKIPPED):
+        part.status = COMMITTED
+    elif part.status != COMMITTED:
+        note = f"the file rewrite (snapshot {', '.join(map(str, kept))}, validated) holds; the conversion did not"
+        part.reason = f"{part.reason}; {note}" if part.reason else note
+    return part
 
 
 def error_result(plan_id: str, group_id: int, table: str, error: CompactionError) -> GroupResult:

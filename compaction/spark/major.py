@@ -74,17 +74,58 @@ def _inject_fault(point: str) -> None:
         time.sleep(float(parts[2]))
 
 
+#: Files larger than this are never picked for their size by a selective rewrite (Iceberg requires a maximum
+#: above the target; its writers roll files at target + (max - target) / 2, but the read splits stay ~ target).
+_NO_MAX_FILE_SIZE = 1 << 62
+_INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which data files Iceberg's bin-pack planner picks in a partition (BinPackRewriteFilePlanner): files smaller
+    than ``min_file_size_bytes``, or whose known deleted rows (file-scoped position deletes / DVs) / rows >=
+    ``delete_ratio``; a partition's picked files are rewritten when there are two or more, or one is delete-heavy.
+    ``None`` (the full rewrite) picks every file with any delete, and the small files."""
+
+    min_file_size_bytes: int
+    delete_ratio: float
+
+    def options(self) -> dict[str, str]:
+        return {
+            "min-file-size-bytes": str(int(self.min_file_size_bytes)),
+            "max-file-size-bytes": str(_NO_MAX_FILE_SIZE),
+            "delete-file-threshold": str(_INT_MAX),
+            "delete-ratio-threshold": repr(float(self.delete_ratio)),
+            "min-input-files": "2",
+        }
+
+
+def selection_for(policy: Any, kind: str) -> Selection:
+    """MINOR merges the fragment files (and drops fully deleted files); a selective MAJOR rewrites the small files
+    and the delete-heavy segments."""
+    if kind == "minor":
+        return Selection(policy.fragment_threshold_bytes, 1.0)
+    return Selection(policy.small_file_threshold_bytes, policy.major_segment_delete_ratio)
+
+
 def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
-                      plan_id: str, tag: str) -> tuple[int, int, int]:
-    """Run Iceberg's RewriteDataFiles on the partition in one commit; returns (rewritten, added, removed deletes)."""
+                      plan_id: str, tag: str, selection: Selection | None = None) -> tuple[int, int, int]:
+    """Run Iceberg's RewriteDataFiles on the partition in one commit; returns (rewritten, added, removed deletes).
+    ``selection``: rewrite only the files it picks (None: every file with a delete, and the small files)."""
     actions = J.jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-    action = (
-        actions.rewriteDataFiles(table)
-        .filter(expression)
-        .option("target-file-size-bytes", str(int(target_file_size_bytes)))
+    if selection is None:
         # A file with any delete is always rewritten (Iceberg: delete-file-threshold).
-        .option("delete-file-threshold", "1")
-        .option("min-input-files", "2")
+        options = {"delete-file-threshold": "1", "min-input-files": "2"}
+    else:
+        options = selection.options()
+    action = actions.rewriteDataFiles(table).filter(expression).option(
+        "target-file-size-bytes", str(int(target_file_size_bytes)))
+    if selection is not None and int(target_file_size_bytes) <= selection.min_file_size_bytes:
+        options["min-file-size-bytes"] = str(max(0, int(target_file_size_bytes) - 1))
+    for name, value in options.items():
+        action = action.option(name, value)
+    action = (
+        action
         .option("use-starting-sequence-number", "true")
         # Our own cleanup (remove_dangling_deletes) runs instead: Iceberg's runs as an untagged extra commit and
         # skips unpartitioned tables and deletes committed at the starting sequence number.

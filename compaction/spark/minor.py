@@ -153,6 +153,14 @@ def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles
         spec_id = int(f.specId())
         return spec_id, J.partition_values(spark, table.specs().get(spec_id), f.partition())
 
+    file_seqs: dict[str, int] = {}
+
+    def file_seq(path: str) -> int:
+        if path not in file_seqs:
+            value = files.data[path].fileSequenceNumber()
+            file_seqs[path] = int(value) if value is not None else -1
+        return file_seqs[path]
+
     positional_applying: dict[str, set[tuple[str, int]]] = {}
     for ref, d in positional_all.items():
         s_pos = int(d.dataSequenceNumber())
@@ -167,8 +175,12 @@ def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles
                 if path not in partition_of:
                     partition_of[path] = partition_key_of(f)
             candidates = [p for p in files.data if partition_of[p] == where]
+        # A delete names only files that existed when it was committed (paths are never reused): a file added
+        # later by a rewrite that kept its starting (lower) data sequence number is never one of its targets.
+        committed_at = d.fileSequenceNumber()
+        committed_seq = int(committed_at) if committed_at is not None else s_pos
         for path in candidates:
-            if seq[path] <= s_pos:
+            if seq[path] <= s_pos and file_seq(path) <= committed_seq:
                 positional_applying.setdefault(path, set()).add(ref)
 
     applied_anywhere = {r for refs in positional_applying.values() for r in refs}

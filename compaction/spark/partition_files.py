@@ -105,28 +105,43 @@ class PartitionFiles:
             }
         return dict(self._counts)
 
-    def to_state(self, key: PartitionKey) -> PartitionState:
-        """The planner's view of these files (for re-evaluating a stale plan inside the job)."""
+    def to_state(self, key: PartitionKey, spark: Any = None) -> PartitionState:
+        """The planner's view of these files (for re-evaluating a stale plan inside the job), as inspect builds it:
+        file sequence numbers, and a position delete's single data file from ``referenced_data_file`` or equal
+        ``file_path`` bounds (``spark`` given; otherwise the field only)."""
         data = tuple(
-            DataFileInfo(path, int(f.fileSizeInBytes()), int(f.recordCount()), self.data_sequence[path])
+            DataFileInfo(path, int(f.fileSizeInBytes()), int(f.recordCount()), self.data_sequence[path],
+                         _opt_int(f.fileSequenceNumber()))
             for path, f in sorted(self.data.items())
         )
         deletes = []
         for ref, f in sorted(self.deletes.items()):
-            referenced = f.referencedDataFile()
+            kind = delete_kind(f)
+            if kind is DeleteContent.EQUALITY:
+                referenced = None
+            elif spark is not None:
+                referenced = position_delete_target(spark, f)
+            else:
+                target = f.referencedDataFile()
+                referenced = str(target) if target is not None else None
             deletes.append(
                 DeleteFileInfo(
                     path=ref[0],
-                    content=delete_kind(f),
+                    content=kind,
                     size_bytes=int(f.contentSizeInBytes()) if f.contentSizeInBytes() is not None else int(f.fileSizeInBytes()),
                     record_count=int(f.recordCount()),
                     data_sequence_number=int(f.dataSequenceNumber()),
-                    referenced_data_file=str(referenced) if referenced is not None else None,
+                    file_sequence_number=_opt_int(f.fileSequenceNumber()),
+                    referenced_data_file=referenced,
                     equality_ids=_equality_ids(f),
                     content_offset=ref[1] if ref[1] >= 0 else None,
                 )
             )
         return PartitionState(key=key, data_files=data, delete_files=tuple(deletes))
+
+
+def _opt_int(value: Any) -> int | None:
+    return int(value) if value is not None else None
 
 
 def _equality_ids(f: Any) -> tuple[int, ...]:
@@ -160,8 +175,16 @@ def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | N
     j = spark.sparkContext._jvm
     snapshot = table.snapshot(int(snapshot_id))
     specs = table.specs()
+    # By partition only: ``filterRows`` would also prune delete files by their column statistics, and hide an
+    # equality delete whose keys match no row of the partition (an identity-partition source column with another
+    # value); the planner counts it from the manifests, so it would be left in place and trigger MINOR forever.
+    scope = _PartitionScope(spark, table, expression)
     for manifest in java_list(snapshot.deleteManifests(table.io())):
-        reader = j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, table.io(), specs).filterRows(expression)
+        spec_id = int(manifest.partitionSpecId())
+        if not scope.may_match(manifest, spec_id):
+            continue
+        reader = scope.filtered(j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, table.io(), specs),
+                                spec_id)
         for d in _iterate(reader):
             ref = delete_ref(d)
             result.deletes.setdefault(ref, d.copy())
