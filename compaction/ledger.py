@@ -1419,6 +1419,22 @@ class Ledger(_HealthSamples):
         with self._read("reading latest partition outcomes") as session:
             return [_outcome_record(row) for row in session.execute(stmt).scalars()]
 
+    def last_committed(self, table_ref: str, kind: str, *, catalog: str | None = None) -> dict[str, _dt.datetime]:
+        """Per partition label, when its last committed outcome of ``kind`` (``minor``/``major``) was recorded, dry
+        runs excluded: what ``compaction.minor.interval`` measures from."""
+        o, r = PartitionOutcomeRow, RunRow
+        stmt = (
+            select(o.partition_label, func.max(o.recorded_at))
+            .join(r, r.run_id == o.run_id)
+            .where(o.table_ref == table_ref, o.kind == kind, o.status == OutcomeStatus.COMMITTED.value,
+                   r.dry_run.is_(False))
+            .group_by(o.partition_label)
+        )
+        if catalog is not None:
+            stmt = stmt.where(o.catalog == catalog)
+        with self._read("reading the last committed outcomes") as session:
+            return {label: _utc(at) for label, at in session.execute(stmt).all() if at is not None}
+
     def conflicts(self, run_id: str) -> list[ConflictRecord]:
         """The conflicts of a run in the order they occurred."""
         stmt = select(ConflictRow).where(ConflictRow.run_id == run_id).order_by(ConflictRow.occurred_at, ConflictRow.id)

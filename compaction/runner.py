@@ -111,10 +111,15 @@ def run_table(
         partition_filter = compile_partition_filter(table, partition_filter, table_name=identity.dotted)
     state = table_state(table, identity)
     policy = CompactionPolicy.resolve(state.properties, overrides)
-    compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter)
     own_ledger = ledger is None
     ledger = ledger or Ledger.open()
     try:
+        last_minor_at = None
+        if policy.minor_interval_seconds > 0:  # compaction.minor.interval counts from the ledger's last MINOR
+            by_label = ledger.last_committed(identity.dotted, "minor", catalog=identity.catalog)
+            last_minor_at = {p.key: by_label[p.key.label()] for p in state.partitions if p.key.label() in by_label}
+        compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter,
+                                    last_minor_at=last_minor_at)
         run_id = ledger.start_run(plan=compaction_plan, trigger=trigger, dry_run=dry_run, now=now,
                                   airflow_dag_id=airflow_dag_id, airflow_run_id=airflow_run_id)
         report = RunReport(run_id, compaction_plan, RunStatus.RUNNING, 0, state, None)
