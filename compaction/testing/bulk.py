@@ -208,10 +208,12 @@ class BulkGenerator:
     """Builds one table of shape ``spec``; :meth:`run` returns the :class:`BulkResult`."""
 
     def __init__(self, spark: SparkSession, table: str, spec: BulkSpec, *,
-                 log: Callable[[str], None] | None = None, threads: int = 2) -> None:
+                 log: Callable[[str], None] | None = None, threads: int = 2,
+                 after_round: Callable[[int], None] | None = None) -> None:
         import numpy as np
 
         self.spark, self.table_ref, self.spec = spark, table, spec
+        self.after_round = after_round
         self.log = log or (lambda _msg: None)
         self.threads = max(1, threads)
         self.np = np
@@ -370,6 +372,12 @@ class BulkGenerator:
                 self._position_delete_commit(jtable, round_)
             if round_ % 4 == 0 or round_ == spec.rounds:
                 self.log(f"bulk: round {round_}/{spec.rounds} ({time.perf_counter() - started:.1f} s)")
+            if self.after_round is not None:
+                # e.g. a compaction between checkpoints (a streaming run); our next commit sees its snapshot. The
+                # model stays right for equality deletes (by key); position deletes name the generator's own
+                # files, so a run that rewrites files in between sets position_delete_every=0.
+                self.after_round(round_)
+                jtable.refresh()
 
         elapsed = time.perf_counter() - started
         written = sum(self.stats[k] for k in ("segment_bytes", "fragment_bytes", "eq_delete_bytes",
@@ -583,7 +591,8 @@ def create_table(spark: SparkSession, table: str, spec: BulkSpec, *, replace: bo
 
 
 def generate_bulk(spark: SparkSession, catalog: CatalogConfig, table_name: str, spec: BulkSpec, *,
-                  replace: bool = False, log: Callable[[str], None] | None = None, threads: int = 2) -> BulkResult:
+                  replace: bool = False, log: Callable[[str], None] | None = None, threads: int = 2,
+                  after_round: Callable[[int], None] | None = None) -> BulkResult:
     """Create ``catalog.table_name`` (``namespace.name``) and fill it with the shape ``spec``. The catalog must be
     registered in ``spark`` under ``catalog.name``; with ``replace`` an existing table is dropped (PURGE) first."""
     from compaction.testing.workload import _split_table_name
@@ -591,7 +600,7 @@ def generate_bulk(spark: SparkSession, catalog: CatalogConfig, table_name: str, 
     namespace, name = _split_table_name(catalog, table_name)
     table = f"{catalog.name}.{namespace}.{name}"
     create_table(spark, table, spec, replace=replace)
-    return BulkGenerator(spark, table, spec, log=log, threads=threads).run()
+    return BulkGenerator(spark, table, spec, log=log, threads=threads, after_round=after_round).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
