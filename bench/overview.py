@@ -84,23 +84,33 @@ def build_tables(catalog: Any, n: int, spark_tables: int, seed: int) -> dict[str
             commits += 1
     pyiceberg_s = time.monotonic() - started
     spark_s = 0.0
-    if spark_tables:
-        from compaction.spark.session import SparkSettings, build_session, register_catalog
-        from compaction.testing.workload import WorkloadSpec, generate
+    if spark_tables:  # in a child process: the JVM (and its JDBC catalog connections) ends with it
+        import subprocess
 
         started = time.monotonic()
-        spark = build_session([], SparkSettings(master="local[2]", app_name="bench-overview"))
-        try:
-            register_catalog(spark, catalog)
-            for j in range(spark_tables):
-                generate(spark, catalog, f"fleet.cdc{j:02d}",
-                         WorkloadSpec(seed=seed + j, partitioning="days_ts", commits=2 + j % 3, rows_per_commit=20,
-                                      days_span=3))
-        finally:
-            spark.stop()
+        subprocess.run([sys.executable, __file__, "--spark-build", json.dumps(dict(catalog.properties)), catalog.name,
+                        str(spark_tables), str(seed)], check=True)
         spark_s = time.monotonic() - started
     return {"pyiceberg_tables": n - spark_tables, "pyiceberg_commits": commits, "pyiceberg_s": round(pyiceberg_s, 1),
             "spark_tables": spark_tables, "spark_s": round(spark_s, 1)}
+
+
+def spark_build(properties: str, name: str, count: int, seed: int) -> None:
+    """Child process: ``count`` small CDC workloads (position and equality deletes) written by Spark."""
+    from compaction.catalog import CatalogConfig
+    from compaction.spark.session import SparkSettings, build_session, register_catalog
+    from compaction.testing.workload import WorkloadSpec, generate
+
+    catalog = CatalogConfig(name, json.loads(properties))
+    spark = build_session([], SparkSettings(master="local[2]", app_name="bench-overview"))
+    try:
+        register_catalog(spark, catalog)
+        for j in range(count):
+            generate(spark, catalog, f"fleet.cdc{j:02d}",
+                     WorkloadSpec(seed=seed + j, partitioning="days_ts", commits=2 + j % 3, rows_per_commit=20,
+                                  days_span=3))
+    finally:
+        spark.stop()
 
 
 def seed_history(ledger: Any, catalog: Any, days: int, seed: int) -> dict[str, int]:
@@ -144,6 +154,10 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    raw = sys.argv[1:] if argv is None else argv
+    if raw[:1] == ["--spark-build"]:
+        spark_build(raw[1], raw[2], int(raw[3]), int(raw[4]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tables", type=int, default=200)
     ap.add_argument("--spark-tables", type=int, default=10, help="tables with delete files (Spark CDC workloads)")
@@ -254,8 +268,15 @@ def main(argv: list[str] | None = None) -> int:
 
             names = sorted(n for n in metadata_locations(catalog, loaded) if n.startswith("fleet.t"))
             for name in random.Random(args.seed).sample(names, min(args.changed, len(names))):
-                loaded.load_table(name).append(pa.table({"id": pa.array([1], pa.int64()), "region": ["EU"],
-                                                         "payload": ["changed"]}))
+                for attempt in range(10):  # SQLite catalog: another connection may hold its lock for a moment
+                    try:
+                        catalog.load().load_table(name).append(
+                            pa.table({"id": pa.array([1], pa.int64()), "region": ["EU"], "payload": ["changed"]}))
+                        break
+                    except Exception as e:  # noqa: BLE001 - sqlite3.OperationalError: database is locked
+                        if "locked" not in str(e) or attempt == 9:
+                            raise
+                        time.sleep(1 + attempt)
             t, (status, body) = _timed(lambda: _get(api, token))
             changed = json.loads(body)
             timings[f"{args.changed} tables changed: GET /compaction/api/overview, default budget"] = _stats([t])

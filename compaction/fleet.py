@@ -114,7 +114,7 @@ def metadata_locations(catalog: CatalogConfig, loaded: Any | None = None) -> dic
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    cat = loaded if loaded is not None else catalog.load()
+    cat: Any = loaded if loaded is not None else catalog.load()
     t = IcebergTables
     stmt = select(t.table_namespace, t.table_name, t.metadata_location).where(t.catalog_name == catalog.name)
     type_filter = getattr(cat, "_iceberg_type_filter", None)
