@@ -53,3 +53,9 @@ bench-metadata: install
 .PHONY: bench-overview
 bench-overview: install
 	$(PY) bench/overview.py --tables $${TABLES:-200}
+
+# Write amplification over a streaming run (bulk generator, compaction every 4 rounds): --mode auto against a full
+# rewrite of every partition with deletes (bench/results/streaming.*; ~5 min at m). SIZE=s for a shorter run.
+.PHONY: bench-streaming
+bench-streaming: install
+	$(PY) bench/streaming.py --size $${SIZE:-m}
