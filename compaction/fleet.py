@@ -45,8 +45,9 @@ def _utcnow() -> _dt.datetime:
 
 # ------------------------------------------------------------------------------------------------ samples
 def sample_state(state: TableState, *, metadata_location: str | None = None, now: _dt.datetime | None = None,
-                 overrides: Mapping[str, object] | None = None) -> HealthSample:
-    """The health sample of an inspected ``state``: the planner's ``auto`` decision under the table's policy."""
+                 overrides: Mapping[str, object] | None = None, ledger: Ledger | None = None) -> HealthSample:
+    """The health sample of an inspected ``state``: the planner's ``auto`` decision under the table's policy (with
+    ``ledger``, ``compaction.minor.interval`` measures from each partition's last committed MINOR, as in a run)."""
     from compaction.core.planner import plan
     from compaction.core.plan import CompactionMode
     from compaction.core.policy import CompactionPolicy
@@ -59,7 +60,12 @@ def sample_state(state: TableState, *, metadata_location: str | None = None, now
         policy, problem = CompactionPolicy(), f"no decision: {e}"
     if problem is None:
         try:
-            decided = plan(state, policy, CompactionMode.AUTO, now or _utcnow(), plan_id="health-sample")
+            extra: dict[str, Any] = {}
+            if ledger is not None and getattr(policy, "minor_interval_seconds", 0) > 0:
+                by_label = ledger.last_committed(state.identity.dotted, "minor", catalog=state.identity.catalog)
+                extra["last_minor_at"] = {p.key: by_label[p.key.label()] for p in state.partitions
+                                          if p.key.label() in by_label}
+            decided = plan(state, policy, CompactionMode.AUTO, now or _utcnow(), plan_id="health-sample", **extra)
         except CompactionError as e:  # e.g. a format v1 table
             problem = f"no decision: {e}"
     sample = sample_from_state(state, policy, decided, metadata_location=metadata_location)
@@ -70,7 +76,7 @@ def sample_state(state: TableState, *, metadata_location: str | None = None, now
 
 
 def sample_table(catalog: CatalogConfig, table_name: str, *, loaded: Any | None = None,
-                 now: _dt.datetime | None = None) -> tuple[HealthSample, TableState]:
+                 now: _dt.datetime | None = None, ledger: Ledger | None = None) -> tuple[HealthSample, TableState]:
     """Inspect ``table_name`` (metadata only) and return its health sample and the inspected state.
 
     ``loaded`` is an already loaded pyiceberg catalog (saves opening one per table)."""
@@ -86,7 +92,8 @@ def sample_table(catalog: CatalogConfig, table_name: str, *, loaded: Any | None 
         except Exception as e:  # NoSuchTableError and the catalog database's own errors
             raise CatalogError(f"cannot load table {identity.dotted!r} from catalog {catalog.name!r}: {e}") from e
     state = table_state(table, identity)
-    return sample_state(state, metadata_location=getattr(table, "metadata_location", None), now=now), state
+    return sample_state(state, metadata_location=getattr(table, "metadata_location", None), now=now,
+                        ledger=ledger), state
 
 
 def record_sample(sample: HealthSample, source: str, *, ledger: Ledger | None = None,
@@ -205,7 +212,7 @@ def refresh_tables(catalog: CatalogConfig, names: Iterable[str], ledger: Ledger,
                 continue
             _IN_FLIGHT.add(key)
         try:
-            sample, _ = sample_table(catalog, name, loaded=cat, now=now())
+            sample, _ = sample_table(catalog, name, loaded=cat, now=now(), ledger=ledger)
             record_sample(sample, source, ledger=ledger, now=now())
             done.append(name)
         except CompactionError as e:

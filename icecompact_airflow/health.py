@@ -18,10 +18,19 @@ def table_health(catalog: Any, table_name: str, record: bool = True) -> dict[str
     """Per-partition health of ``table_name`` from metadata (pyiceberg, no Spark), with the planner's decision now
     (``decision``); the inspection is recorded as a health sample (source ``ui``) unless ``record`` is false."""
     from compaction.fleet import record_sample, sample_table
+    from compaction.ledger import Ledger, LedgerError
 
-    sample, state = sample_table(catalog, table_name)
-    if record:
-        record_sample(sample, "ui")
+    try:
+        ledger = Ledger.open()
+    except LedgerError:  # health from metadata still: no decision history, nothing recorded
+        ledger = None
+    try:
+        sample, state = sample_table(catalog, table_name, ledger=ledger)
+        if record and ledger is not None:
+            record_sample(sample, "ui", ledger=ledger)
+    finally:
+        if ledger is not None:
+            ledger.close()
     return health_from_state(catalog.name, table_name, state, sample)
 
 

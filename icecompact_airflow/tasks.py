@@ -252,7 +252,7 @@ def summary(plans: Sequence[Mapping[str, Any]] | None, raw_params: Mapping[str, 
                 continue
             run = ledger.run(str(p["run_id"]))
             outcomes = ledger.outcomes(str(p["run_id"]))
-            sample, state = sample_table(catalog, str(p["table"]))
+            sample, state = sample_table(catalog, str(p["table"]), ledger=ledger)
             record_sample(sample, "airflow", ledger=ledger, warn=log.warning)  # the health after the run
             echo(f"== {catalog.name}.{p['table']}: run {p['run_id']} {run.status.value if run else '?'}"
                  f"{' (dry run)' if p.get('dry_run') else ''}")

@@ -228,3 +228,25 @@ def test_overview_samples_changed_tables_only_and_orders_by_attention(tmp_path: 
         assert len(ledger.health_samples("db.t_one", catalog="ov")) == 2
         assert [r.table_ref for r in sort_rows(fresh.tables, "data_files")][0] == "db.t_many"
         assert [r.table_ref for r in sort_rows(fresh.tables, "table")] == sorted(names)
+
+
+def test_sample_decision_honours_minor_interval_from_the_ledger(tmp_path: Path) -> None:
+    from compaction.core.plan import CompactionKind
+    from compaction.fleet import sample_table
+    from compaction.ledger import OutcomeStatus, PartitionOutcome
+
+    catalog = CatalogConfig.sqlite("iv", tmp_path / "catalog.db", tmp_path / "wh")
+    _pyiceberg_tables(catalog, {"t": 3})  # 3 fragment files per partition
+    catalog.load().load_table("db.t").transaction().set_properties(
+        {"compaction.minor.interval": "1h"}).commit_transaction()
+    with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        never, state = sample_table(catalog, "db.t", ledger=ledger)
+        assert never.decision == "minor" and "interval" in (never.decision_reason or "")
+        run = ledger.start_run("db.t", "iv")
+        for p in state.partitions:
+            ledger.record_partition_outcome(run, PartitionOutcome.for_partition(p.key, CompactionKind.MINOR,
+                                                                               OutcomeStatus.COMMITTED))
+        ledger.finish_run(run, RunStatus.SUCCEEDED, 0)
+        recent, _ = sample_table(catalog, "db.t", ledger=ledger)
+        assert recent.decision == "none", recent.decision_reason
+        assert sample_table(catalog, "db.t")[0].decision == "minor"  # without the ledger: no MINOR history
