@@ -17,7 +17,7 @@ kept apart from the rest of the Spark conf so that callers can ship them in a pr
 of argv (see :meth:`CatalogConfig.spark_secret_conf`).
 
 When no catalog is configured, the embedded default is a SQLite catalog plus a local warehouse under
-``$ICECOMPACT_HOME`` (single writer; see DESIGN.md §4 on SQLite and concurrent commits).
+``$ICECOMPACT_HOME`` (single writer; see docs/operations.md on SQLite and concurrent commits).
 """
 
 from __future__ import annotations

@@ -148,8 +148,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     state = table_state(table, identity)
     policy = CompactionPolicy.resolve(state.properties, _parse_overrides(args.set))
     now = _dt.datetime.now(_dt.timezone.utc)
+    last_minor_at = None
+    if policy.minor_interval_seconds > 0:  # compaction.minor.interval counts from the ledger's last MINOR
+        from compaction.core.errors import CompactionError
+        from compaction.ledger import Ledger
+        from compaction.runner import last_minor_times
+
+        try:
+            with Ledger.open() as ledger:
+                last_minor_at = last_minor_times(ledger, state, policy)
+        except CompactionError as e:
+            _warn(f"ledger not readable, compaction.minor.interval counts every partition as never compacted: {e}")
     result = plan(state, policy, CompactionMode(args.mode), now,
-                  partition_filter=partition_filter)
+                  partition_filter=partition_filter, last_minor_at=last_minor_at)
     if CompactionMode(args.mode) is CompactionMode.AUTO and partition_filter is None and not args.set:
         from compaction.core.health import sample_from_state
 
@@ -325,7 +336,8 @@ _NO_RECORD_HELP = "do not record the table's health sample in the ledger"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="icecompact", description=__doc__)
-    parser.add_argument("--catalog", help="catalog name from .pyiceberg.yaml / PYICEBERG_CATALOG__* (default: embedded)")
+    parser.add_argument("--catalog", help="catalog name from .pyiceberg.yaml / PYICEBERG_CATALOG__* (default: $ICECOMPACT_CATALOG, "
+                             "else the embedded SQLite catalog)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", help="per-partition health from metadata only (recorded in the ledger)")
@@ -338,8 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
     p.add_argument("--partition", metavar="FILTER",
-                   help="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02' and region = 'EU'\"; partitions "
-                        "are selected by inclusive projection, as Iceberg's scan planning does (see README)")
+                   help="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02'\"; partitions "
+                        "are selected by inclusive projection, as Iceberg's scan planning does (see docs/partition-filters.md)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP)
@@ -349,12 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
     p.add_argument("--partition", metavar="FILTER",
-                   help="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02' and region = 'EU'\"; partitions "
-                        "are selected by inclusive projection, as Iceberg's scan planning does (see README)")
+                   help="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02'\"; partitions "
+                        "are selected by inclusive projection, as Iceberg's scan planning does (see docs/partition-filters.md)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="plan and record, submit nothing")
     p.add_argument("--validation", choices=["none", "count", "checksum"], default="count",
-                   help="post-commit check of every compaction snapshot (default count; see README \"Validation levels\")")
+                   help="post-commit check of every compaction snapshot (default count; see docs/validation.md)")
     p.add_argument("--max-retries", type=int, default=3, help="conflict retries per partition (default 3)")
     p.add_argument("--max-parallel-jobs", type=int, default=2, help="concurrent spark-submits (1 on SQLite)")
     p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP + " after the run")
@@ -363,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("history", help="runs recorded in the ledger (or one run's per-partition outcomes)")
     p.add_argument("table", nargs="?", help="NAMESPACE.TABLE (default: all tables)")
     p.add_argument("--run", help="show one run's per-partition outcomes")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=int, default=20, help="most recent runs to list (default 20)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 from compaction import settings
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError, RewriteJobError
-from compaction.core.model import TableState
+from compaction.core.model import PartitionKey, TableState
 from compaction.core.partition_filter import PartitionFilter
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
 from compaction.core.planner import plan as make_plan
@@ -114,12 +114,8 @@ def run_table(
     own_ledger = ledger is None
     ledger = ledger or Ledger.open()
     try:
-        last_minor_at = None
-        if policy.minor_interval_seconds > 0:  # compaction.minor.interval counts from the ledger's last MINOR
-            by_label = ledger.last_committed(identity.dotted, "minor", catalog=identity.catalog)
-            last_minor_at = {p.key: by_label[p.key.label()] for p in state.partitions if p.key.label() in by_label}
         compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter,
-                                    last_minor_at=last_minor_at)
+                                    last_minor_at=last_minor_times(ledger, state, policy))
         run_id = ledger.start_run(plan=compaction_plan, trigger=trigger, dry_run=dry_run, now=now,
                                   airflow_dag_id=airflow_dag_id, airflow_run_id=airflow_run_id)
         report = RunReport(run_id, compaction_plan, RunStatus.RUNNING, 0, state, None)
@@ -177,8 +173,17 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
 
 
 def is_single_writer(catalog: CatalogConfig) -> bool:
-    """SQLite cannot take concurrent commits (DESIGN.md §4): one job at a time on an SQLite catalog."""
+    """SQLite cannot take concurrent commits (see docs/operations.md, "Catalogs"): one job at a time on an SQLite catalog."""
     return str(catalog.properties.get("uri", "")).startswith("sqlite")
+
+
+def last_minor_times(ledger: Ledger, state: TableState, policy: CompactionPolicy) -> dict[PartitionKey, _dt.datetime] | None:
+    """When each partition's last committed MINOR was recorded, for ``compaction.minor.interval`` (None when the
+    interval is off: no ledger read)."""
+    if policy.minor_interval_seconds <= 0:
+        return None
+    by_label = ledger.last_committed(state.identity.dotted, "minor", catalog=state.identity.catalog)
+    return {p.key: by_label[p.key.label()] for p in state.partitions if p.key.label() in by_label}
 
 
 def write_plan(run_id: str, compaction_plan: CompactionPlan) -> Path:

@@ -62,8 +62,8 @@ def _items(values: Any) -> list[Any]:
                         description="NAMESPACE.TABLE names or glob patterns over the catalog's tables ('*' = all)"),
         "mode": Param("auto", enum=["auto", "minor", "major"], description="auto decides per partition"),
         "partition_filter": Param(None, type=["null", "string"],
-                                  description="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02' and "
-                                              "region = 'EU'\" (pyiceberg's filter language, not SQL; see README)"),
+                                  description="Iceberg row filter on source columns, e.g. \"ts >= '2024-01-02'\" "
+                                              "(pyiceberg's filter language, not SQL; see docs/partition-filters.md)"),
         "dry_run": Param(False, type="boolean", description="plan and record only; no Spark job"),
         "policy": Param({}, type="object", description="policy overrides, e.g. {\"major.delete-ratio\": 0.2}"),
         "max_parallel_jobs": Param(2, type="integer", minimum=1, maximum=64,

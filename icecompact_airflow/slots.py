@@ -4,7 +4,7 @@ Airflow cannot map a pool's ``pool_slots`` or a concurrency limit from a run's p
 slot before running spark-submit:
 
 * a single-writer (SQLite) catalog has one slot, keyed by its database file: its jobs run one at a time, across
-  DAG runs too (SQLite cannot take concurrent commits, DESIGN.md §4);
+  DAG runs too (SQLite cannot take concurrent commits);
 * other catalogs get ``max_parallel_jobs`` slots per DAG run.
 
 Locks live under ``$ICECOMPACT_HOME/locks`` and are released by the kernel when the holder exits (even on kill -9).

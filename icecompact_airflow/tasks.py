@@ -122,7 +122,7 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     from compaction.filters import compile_partition_filter
     from compaction.inspect import load_table, table_state
     from compaction.ledger import Ledger, RunStatus, RunTrigger
-    from compaction.runner import is_single_writer, write_plan
+    from compaction.runner import is_single_writer, last_minor_times, write_plan
 
     table_name = str(inspection["table"])
     identity, table = load_table(catalog, table_name)
@@ -133,11 +133,12 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     state = table_state(table, identity, inspection.get("snapshot_id"))
     policy = CompactionPolicy.resolve(state.properties, params.policy)
     now = now or _dt.datetime.now(_dt.timezone.utc)
-    compaction_plan = make_plan(state, policy, params.mode, now, partition_filter=partition_filter)
-    echo(f"{catalog.name}.{table_name}: run type {run_type}, window {params.window.value}, "
-         f"partition filter: {partition_filter.to_text() if partition_filter else 'none'}")
-    echo(format_plan(compaction_plan))
     with Ledger.open() as ledger:
+        compaction_plan = make_plan(state, policy, params.mode, now, partition_filter=partition_filter,
+                                    last_minor_at=last_minor_times(ledger, state, policy))
+        echo(f"{catalog.name}.{table_name}: run type {run_type}, window {params.window.value}, "
+             f"partition filter: {partition_filter.to_text() if partition_filter else 'none'}")
+        echo(format_plan(compaction_plan))
         run_id = ledger.start_run(plan=compaction_plan, trigger=RunTrigger.AIRFLOW, dry_run=params.dry_run, now=now,
                                   airflow_dag_id=dag_id, airflow_run_id=dag_run_id)
         plan_path: str | None = None

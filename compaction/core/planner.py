@@ -17,25 +17,35 @@ file (``referenced_data_file``), only to that file.
 * ``delete ratio`` = deleted records (all delete files) / data records (``0`` for a partition without data rows).
 * A *small* file is a data file strictly smaller than ``policy.small_file_threshold_bytes``.
 
+* *Fragment* files are smaller than ``policy.fragment_threshold_bytes`` (target size / ``fragment_ratio``), the
+  others are *segment* files (Amoro's split). A segment's *known* delete ratio counts only the position deletes /
+  DVs that name that one file, as Iceberg's rewrite planner does (``BinPackRewriteFilePlanner``).
+
 Mode ``auto`` applies, in order (first match wins):
 
-1. delete ratio >= ``major_delete_ratio``                         -> MAJOR
-2. small files >= ``major_small_file_count``                      -> MAJOR
-3. any equality delete file (if ``minor_on_equality_deletes``)    -> MINOR
-4. mergeable delete files >= ``minor_delete_file_count``          -> MINOR
-5. some data file has > ``minor_max_position_deletes_per_file`` position deletes / DVs -> MINOR
-6. otherwise NONE, with the reason listing why each rule did not fire.
+1. delete ratio >= ``major_delete_ratio``                            -> MAJOR (a full rewrite)
+2. a segment with known delete ratio >= ``major_segment_delete_ratio`` -> MAJOR
+3. small segment files >= ``major_small_file_count`` (with ``major_full_rewrite``: any small file) -> MAJOR
+4. fragment files + equality delete files >= ``minor_fragment_file_count`` -> MINOR
+5. any equality delete file (if ``minor_on_equality_deletes``)       -> MINOR
+6. mergeable delete files >= ``minor_delete_file_count``             -> MINOR
+7. some data file has > ``minor_max_position_deletes_per_file`` position deletes / DVs -> MINOR
+8. ``minor_interval_seconds`` > 0, the last MINOR that long ago (or none), and >= 2 fragments or a mergeable
+   delete file -> MINOR
+9. otherwise NONE, with the reason listing why each rule did not fire.
 
-Every rule is monotone in the delete files, so adding delete files never lowers a decision
-(NONE < MINOR < MAJOR). Mode ``major`` gives MAJOR to every partition with any delete file or >= 2 small files;
-mode ``minor`` gives MINOR to every partition with at least one mergeable delete file; other partitions get NONE.
+Mode ``major`` gives MAJOR to every partition with any delete file or >= 2 small files; mode ``minor`` gives MINOR
+to every partition with a mergeable delete file or >= 2 fragment files; other partitions get NONE. A MAJOR is a
+*full* rewrite (``CompactionTask.full_rewrite``) under ``major_full_rewrite`` or rule 1; otherwise it rewrites the
+small files and the delete-heavy segments, and the other files' deletes are converted as in a MINOR.
 
 Task planning (:func:`plan_tasks`, after the seed design of Amoro/Arctic)
 -------------------------------------------------------------------------
-* Files of a MAJOR task: every data file some delete may apply to, plus every small data file (large data files
-  no delete applies to are left alone), and all delete files of the partition. Cost = those data bytes + delete
-  bytes. Files of a MINOR task: the data files an equality delete may apply to (they are read to convert
-  equality deletes into position deletes) and all delete files. Cost = those data bytes + delete bytes. A DV's
+* Files of a full MAJOR task: every data file some delete may apply to, plus every small data file (large data
+  files no delete applies to are left alone), and all delete files of the partition. Cost = those data bytes +
+  delete bytes. Other MAJOR and MINOR tasks: the files they rewrite (small and delete-heavy segments; fragments)
+  plus the files an equality delete may apply to (read for the conversion), and all delete files. Cost = rewritten
+  bytes + ``CONVERSION_READ_FRACTION`` of the bytes only read + delete bytes. A DV's
   delete bytes are its blob length when known (several DVs may share one Puffin file).
 * Run caps: candidates (decision != NONE) are ranked MAJOR before MINOR, then by delete ratio (desc), cost (desc),
   partition sort key. Walking that ranking, a partition is taken if fewer than ``max_partitions_per_run`` are

@@ -1,6 +1,6 @@
 """Write and commit real equality-delete files through the Iceberg Java API (py4j).
 
-Neither Spark nor pyiceberg writes equality deletes (DESIGN.md §4), so fixtures and the eq->pos conversion job use
+Neither Spark nor pyiceberg writes equality deletes (Spark writes position deletes; pyiceberg writes no deletes), so fixtures and the eq->pos conversion job use
 this module. The recipe:
 
 1. the Parquet file is written with pyarrow; every column carries ``PARQUET:field_id`` metadata equal to the table
@@ -14,7 +14,7 @@ this module. The recipe:
    ``'null'``);
 5. all files of one logical change are committed in one ``RowDelta``.
 
-Semantics to keep in mind (Iceberg spec, DESIGN.md §2): an equality delete with data sequence number S applies to
+Semantics to keep in mind (Iceberg spec, "Scan Planning"): an equality delete with data sequence number S applies to
 data files with data sequence number < S of the *same spec and partition*, or of every partition when the delete
 file's spec is unpartitioned ("global" delete). Null equals null.
 """

@@ -640,7 +640,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return settled, {}
     files = sum(int(b.counts()["data_files"]) for _, _, b, _ in active)
     deletes = sum(int(b.counts()["delete_files"]) for _, _, b, _ in active)
-    _emit(progress, f"icecompact: MAJOR {len(active)} partitions in one Iceberg action: {files} data / "
+    what = "MAJOR" if selective is None else f"{selective.upper()} file rewrite of"
+    _emit(progress, f"icecompact: {what} {len(active)} partitions in one Iceberg action: {files} data / "
                     f"{deletes} delete files")
     expression = _any_of(spark, [e for _, e, _, _ in active])
     tag = new_tag()

@@ -3,7 +3,7 @@
 Everything the Spark-side jobs (eq->pos conversion, commit validation) and the test fixtures need that Spark SQL
 cannot express goes through the Java API of the table Spark itself has loaded (same catalog, same cache).
 
-py4j quirks handled here (see DESIGN.md §4):
+py4j quirks handled here :
 
 * Python ``int`` goes to Java as ``Integer`` (``Long`` only when it does not fit 32 bits), and every boxed value
   Java returns comes back as a Python value. A ``long`` partition slot therefore cannot be filled with

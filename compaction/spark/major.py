@@ -1,7 +1,7 @@
 """MAJOR compaction of one partition: Iceberg's rewrite action with every delete applied, then our own removal of
 the delete files left dangling, then the post-commit invariant check.
 
-Iceberg rules this module relies on (DESIGN.md §2):
+Iceberg rules this module relies on (Iceberg spec, "Scan Planning"; docs/validation.md):
 * the rewrite keeps the *starting* sequence number (``use-starting-sequence-number``) so equality deletes committed
   concurrently still apply to the rewritten files;
 * a position delete or DV applies only to the data file it names: once that file is gone it can never apply again

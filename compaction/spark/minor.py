@@ -1,8 +1,8 @@
 """MINOR compaction of one partition: equality deletes converted into position deletes (v2) or deletion vectors
-(v3), several position deletes of one data file merged into one, dangling deletes removed. Data files are never
-rewritten.
+(v3), several position deletes of one data file merged into one, dangling deletes removed. Data files are not
+rewritten here: the fragment merge that precedes this step is Iceberg's rewrite action (compaction.spark.job).
 
-Iceberg rules this module relies on (spec, "Scan Planning"; DESIGN.md §2):
+Iceberg rules this module relies on (spec, "Scan Planning"; docs/validation.md):
 
 * an equality delete with data sequence number S applies to data files with data sequence < S of its own spec and
   partition, or of every partition when its spec is unpartitioned (a "global" delete); ``decide_work`` applies
@@ -79,7 +79,7 @@ class MinorOutcome:
     added_delete_files: int
     before: dict[str, int]
     after: dict[str, int]
-    rewritten_data_files: int = 0  # MINOR never rewrites data files
+    rewritten_data_files: int = 0  # the conversion never rewrites data files (the fragment merge before it does)
     added_data_files: int = 0
 
 

@@ -262,7 +262,7 @@ def read_ahead_allowed(spark: SparkSession, catalog_name: str) -> bool:
     """Whether :meth:`FingerprintCache.prefetch` may be used for tables of this catalog.
 
     A read-ahead loads the table through the catalog from a second thread while this one commits. SQLite takes one
-    writer at a time and breaks on overlapping access from one JVM (DESIGN.md §4: SQLITE_BUSY, a JVM left locked;
+    writer at a time and breaks on overlapping access from one JVM (SQLITE_BUSY, a JVM left locked;
     bench/major.py hit ``SQLITE_BUSY`` on the next commit after a read-ahead), so on an SQLite catalog every read
     happens in the committing thread, one after the other."""
     uri = spark.conf.get(f"spark.sql.catalog.{catalog_name}.uri", "") or ""

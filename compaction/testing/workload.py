@@ -69,7 +69,7 @@ PARTITIONINGS: Mapping[str, str] = {
     "multi": "days(ts), region, bucket(4, id)",
 }
 # partitioning name -> the one spec evolution applied half-way (ADD names the field id_bucket_4, while
-# PARTITIONED BY names it id_bucket: DESIGN.md pitfalls; DROP/REPLACE below use transform expressions).
+# PARTITIONED BY names it id_bucket; DROP/REPLACE below use transform expressions).
 EVOLUTIONS: Mapping[str, str] = {
     "unpartitioned": "ADD PARTITION FIELD bucket(4, id)",
     "days_ts": "REPLACE PARTITION FIELD days(ts) WITH region",
