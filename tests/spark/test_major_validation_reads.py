@@ -68,7 +68,9 @@ class _Reads:
 def _major(spark: Any, catalog: CatalogConfig, name: str, level: ValidationLevel = ValidationLevel.COUNT,
            group_commit: bool = True) -> Any:
     state = inspect_table(catalog, name)
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MAJOR, NOW)
+    # The full rewrite: these tests are about the group action's validation reads and commits.
+    the_plan = plan(state, CompactionPolicy.resolve(state.properties, {"major_full_rewrite": True}),
+                    CompactionMode.MAJOR, NOW)
     results = [job.run_group(spark, the_plan, g.group_id, level=level, group_commit=group_commit)
                for g in the_plan.groups]
     return the_plan, [p for r in results for p in r.partitions]
