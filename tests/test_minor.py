@@ -365,3 +365,28 @@ def test_minor_removes_an_equality_delete_whose_keys_match_no_row_of_its_partiti
     assert not [d for p in after.partitions for d in p.equality_delete_files], "the equality delete is still live"
     replan = plan(after, CompactionPolicy.resolve(after.properties), CompactionMode.MINOR, NOW)
     assert all(d.kind is CompactionKind.NONE for d in replan.decisions), [d.reason for d in replan.decisions]
+
+
+def test_the_rewrite_action_works_after_another_session_became_the_active_one(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig) -> None:
+    """PySpark makes a new session the JVM's active one; Iceberg's rewrite action registers the catalog it stages
+    file groups in (default_cache_iceberg) on SparkSession.active(), so without care it ends up on the other session
+    and the action fails with "Catalog 'default_cache_iceberg' ... is not defined"."""
+    jvm = spark.sparkContext._jvm
+    workload = generate(spark, sqlite_catalog, "cdc.act", WorkloadSpec(
+        seed=44, partitioning="days_ts", days_span=1, commits=3, rows_per_commit=30, evolve_spec=False,
+        use_equality_deletes=True, eq_delete_fraction=0.7))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    other = spark.newSession()
+    other.sql("SELECT 1").collect()
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(other._jsparkSession)
+    jvm.org.apache.spark.sql.SparkSession.setDefaultSession(other._jsparkSession)
+    try:
+        _, results = _compact(spark, sqlite_catalog, "cdc.act", CompactionMode.MINOR, ValidationLevel.COUNT)
+    finally:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        jvm.org.apache.spark.sql.SparkSession.setDefaultSession(spark._jsparkSession)
+    parts = [p for r in results for p in r.partitions]
+    assert parts and all(p.status == COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
+    assert sum(p.rewritten_data_files for p in parts) > 0
+    assert read_table(sqlite_catalog.load().load_table(workload.identifier)).rows == before.rows

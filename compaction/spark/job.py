@@ -183,7 +183,13 @@ class GroupRows:
         except Exception:  # read through the catalog when first needed instead
             return
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecompact-prefetch-group")
-        self._pending = self._executor.submit(run)
+        spark = self.spark
+
+        def run_active() -> Any:
+            J.activate(spark)  # the background thread's own active session (see jvm.activate)
+            return run()
+
+        self._pending = self._executor.submit(run_active)
 
     def close(self) -> None:
         """Wait for a read-ahead still running (never leave a Spark job behind) and stop the thread."""
@@ -327,8 +333,15 @@ def _single_spec(table: Any) -> bool:
 
 def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> FingerprintCache:
     # ``fingerprint``/``snapshot_fingerprints`` are looked up when called (tests replace them in this module).
-    return FingerprintCache(lambda snapshot_id, predicate: fingerprint(spark, ref, snapshot_id, predicate, level),
-                            lambda requests: snapshot_fingerprints(spark, ref, requests, level))
+    def one(snapshot_id: int, predicate: Any) -> Any:
+        J.activate(spark)  # also runs in the cache's background thread (see jvm.activate)
+        return fingerprint(spark, ref, snapshot_id, predicate, level)
+
+    def many(requests: Any) -> Any:
+        J.activate(spark)
+        return snapshot_fingerprints(spark, ref, requests, level)
+
+    return FingerprintCache(one, many)
 
 
 def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, base_id: int | None,
@@ -856,6 +869,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
               max_retries: int = MAX_RETRIES_DEFAULT,
               progress: Callable[[str], None] | None = None,
               group_commit: bool = GROUP_COMMIT_DEFAULT) -> GroupResult:
+    J.activate(spark)
     groups = {g.group_id: g for g in plan.groups}
     result = GroupResult(plan.plan_id, group_id, str(plan.table))
     if group_id not in groups:

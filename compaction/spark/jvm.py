@@ -47,6 +47,25 @@ def jvm(spark: SparkSession) -> Any:
     return spark.sparkContext._jvm
 
 
+#: The catalog Iceberg's rewrite actions stage their file groups in (IcebergSource.DEFAULT_CACHE_CATALOG).
+CACHE_CATALOG_CONF = "spark.sql.catalog.default_cache_iceberg"
+
+
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the JVM's active session in the calling thread, with Iceberg's cache catalog registered.
+
+    Iceberg's Spark source resolves tables, and registers the catalog its rewrite actions read and write staged file
+    groups through, on ``SparkSession.active()`` (thread-local, else the default session), not on the session an
+    action was given. PySpark makes every new session the active and default one, so after another session was
+    created (a test, a notebook) the action's own session lacks that catalog ("Catalog 'default_cache_iceberg' ...
+    is not defined") and ``iceberg`` reads resolve against the other session's catalogs."""
+    jss = spark._jsparkSession
+    jvm(spark).org.apache.spark.sql.SparkSession.setActiveSession(jss)
+    conf = jss.conf()
+    if not conf.contains(CACHE_CATALOG_CONF):
+        conf.set(CACHE_CATALOG_CONF, "org.apache.iceberg.spark.SparkCachedTableCatalog")
+
+
 def gateway(spark: SparkSession) -> Any:
     return spark.sparkContext._gateway
 

@@ -112,6 +112,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
                       plan_id: str, tag: str, selection: Selection | None = None) -> tuple[int, int, int]:
     """Run Iceberg's RewriteDataFiles on the partition in one commit; returns (rewritten, added, removed deletes).
     ``selection``: rewrite only the files it picks (None: every file with a delete, and the small files)."""
+    J.activate(spark)  # the action stages its file groups through a catalog of the *active* session
     actions = J.jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     if selection is None:
         # A file with any delete is always rewritten (Iceberg: delete-file-threshold).
