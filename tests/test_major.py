@@ -127,7 +127,7 @@ def test_selective_major_rewrites_small_and_delete_heavy_files_only(spark, reque
     """The default MAJOR on files of several sizes: the small files and the segments whose own position deletes
     pass the segment delete ratio are rewritten, the other segments are left alone with their deletes converted
     and merged; no equality delete is left, and the rows are the same (reference reader and Spark)."""
-    from test_minor import fragment_overrides
+    from test_minor import assert_deletes_settled, fragment_overrides
 
     catalog: CatalogConfig = request.getfixturevalue("postgres_catalog" if seed % 2 else "sqlite_catalog")
     spec = WorkloadSpec.random(seed, use_equality_deletes=True)
@@ -162,10 +162,4 @@ def test_selective_major_rewrites_small_and_delete_heavy_files_only(spark, reque
             continue
         assert min(known.get(d.path, 0), d.record_count) / d.record_count >= ratio, \
             f"segment under the ratio rewritten: {d.path}"
-    compacted = {(p.partition["spec_id"], tuple(f["value"] for f in p.partition["fields"]))
-                 for p in outcomes if p.status == COMMITTED}
-    for d in after.delete_files:
-        if d.delete_kind == "equality":
-            assert (d.spec_id, tuple(d.partition)) not in compacted, f"equality delete left after MAJOR: {d.path}"
-    for path, deletes in after.applicable_deletes.items():
-        assert len([d for d in deletes if d.delete_kind != "equality"]) <= 1, (path, deletes)
+    assert_deletes_settled(after, outcomes)

@@ -23,6 +23,19 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 SEEDS = list(range(300, 320))
 
 
+def assert_deletes_settled(after, outcomes) -> None:  # type: ignore[no-untyped-def]
+    """No equality-delete file is left in a partition whose compaction committed, and every data file has at most
+    one position delete / DV applying (the form MINOR and the selective MAJOR leave)."""
+    compacted = {(p.partition["spec_id"], tuple(f["value"] for f in p.partition["fields"]))
+                 for p in outcomes if p.status == COMMITTED}
+    for d in after.delete_files:
+        if d.delete_kind == "equality":
+            assert (d.spec_id, tuple(d.partition)) not in compacted, f"equality delete left in a compacted partition: {d.path}"
+    for path, deletes in after.applicable_deletes.items():
+        positional = [d for d in deletes if d.delete_kind != "equality"]
+        assert len(positional) <= 1, (path, positional)
+
+
 #: No data file is a fragment (target size // ratio is 0): a MINOR only converts and merges deletes.
 NO_FRAGMENTS = {"fragment_ratio": 1 << 40}
 
@@ -83,14 +96,7 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
         assert any(d.file_size_in_bytes < fragment_limit for d in gone)
     # Every partition that was compacted has no equality-delete file left, and each of its data files has at
     # most one position delete / DV applying.
-    compacted = {(p.partition["spec_id"], tuple(f["value"] for f in p.partition["fields"]))
-                 for p in outcomes if p.status == COMMITTED}
-    for d in after.delete_files:
-        if d.delete_kind == "equality":
-            assert (d.spec_id, tuple(d.partition)) not in compacted, f"equality delete left in a compacted partition: {d.path}"
-    for path, deletes in after.applicable_deletes.items():
-        positional = [d for d in deletes if d.delete_kind != "equality"]
-        assert len(positional) <= 1, (path, positional)
+    assert_deletes_settled(after, outcomes)
 
     # The ledger's "after" (derived from our commit's own manifest entries) is what a scan at the commit finds.
     from compaction.core.plan import partition_key_from_dict

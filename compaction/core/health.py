@@ -4,8 +4,8 @@ A :class:`HealthSample` condenses a :class:`~compaction.core.model.TableState` (
 fragment files, bytes) plus the planner's decision for it under the table's own policy in ``auto`` mode. The ledger
 stores samples over time (``health_samples``); the UI draws them and orders tables by :func:`attention_key`.
 
-*Fragment files* are data files smaller than ``target-file-size / FRAGMENT_RATIO`` (Amoro's split: 16 MiB at the
-default 128 MiB target); a policy that defines ``fragment_threshold_bytes`` decides instead.
+*Fragment files* are the planner's: data files smaller than ``CompactionPolicy.fragment_threshold_bytes`` (target file
+size / ``compaction.fragment-ratio``; 16 MiB at the default 128 MiB target and ratio 8).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from compaction.core.model import PartitionState, TableState
 from compaction.core.plan import CompactionKind, CompactionPlan
 from compaction.core.policy import CompactionPolicy
 
-#: Data files smaller than target file size / this are fragment files (unless the policy says otherwise).
-FRAGMENT_RATIO = 8
 #: Per-partition detail kept in a sample: every partition up to this many, else the ones with most deletes.
 MAX_PARTITIONS_PER_SAMPLE = 256
 #: Run statuses that put a table at the top of the overview (a human should look).
@@ -27,11 +25,8 @@ PROBLEM_RUN_STATUSES = frozenset({"failed", "needs_attention", "partial"})
 
 
 def fragment_threshold_bytes(policy: CompactionPolicy) -> int:
-    """Data files strictly smaller than this are fragment files."""
-    derived = getattr(policy, "fragment_threshold_bytes", None)  # policies that define the split themselves
-    if isinstance(derived, int) and derived > 0:
-        return derived
-    return max(1, policy.target_file_size_bytes // FRAGMENT_RATIO)
+    """Data files strictly smaller than this are fragment files (the planner's own threshold)."""
+    return policy.fragment_threshold_bytes
 
 
 @dataclass(frozen=True)
