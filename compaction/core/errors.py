@@ -35,6 +35,11 @@ class CatalogError(CompactionError):
     exit_code = 3
 
 
+class CatalogUnavailableError(CatalogError):
+    """The catalog's service or database did not answer (connection refused or lost): transient, e.g. a database
+    restart or failover. Work that has committed nothing is retried once it answers again."""
+
+
 class PlanningError(CompactionError):
     """The planner cannot produce a plan (a partition filter that can never narrow the table's partitions, an
     inconsistent state)."""

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from compaction.core.errors import (
+    CatalogUnavailableError,
     CommitConflictError,
     CommitValidationError,
     CompactionError,
@@ -50,6 +51,10 @@ from compaction.spark.validation import (
 
 RESULT_FORMAT_VERSION = 1
 MAX_RETRIES_DEFAULT = 3
+#: How long a partition waits for an unreachable catalog (a database restart, a failover) before it fails; it retries
+#: every CATALOG_RETRY_INTERVAL_S seconds. Only work that has committed nothing is retried.
+CATALOG_OUTAGE_WAIT_S = 120.0
+CATALOG_RETRY_INTERVAL_S = 3.0
 
 # Partition statuses written to the result and the ledger.
 COMMITTED = "committed"
@@ -373,12 +378,21 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
     started = time.monotonic()
     ref = quoted(plan.table)
     identifier = _spark_identifier(plan)
-    try:
-        table = J.load_table(spark, identifier)
-    except Exception as e:
-        err = classify_java_error(e, f"cannot load {identifier}")
-        result.error, result.exit_code, result.status = str(err), err.exit_code, FAILED
-        return result
+    unavailable_since: float | None = None
+    while True:
+        try:
+            table = J.load_table(spark, identifier)
+            break
+        except Exception as e:
+            err = classify_java_error(e, f"cannot load {identifier}")
+            if isinstance(err, CatalogUnavailableError):
+                unavailable_since = unavailable_since or time.monotonic()
+                if time.monotonic() - unavailable_since < CATALOG_OUTAGE_WAIT_S:
+                    _emit(progress, f"icecompact: {err}; waiting for the catalog")
+                    time.sleep(CATALOG_RETRY_INTERVAL_S)
+                    continue
+            result.error, result.exit_code, result.status = str(err), err.exit_code, FAILED
+            return result
     if task.kind not in (CompactionKind.MAJOR, CompactionKind.MINOR):
         result.status = UNSUPPORTED
         result.reason = f"unsupported: {task.kind.value} compaction is not implemented by this version of the Spark job"
@@ -423,7 +437,16 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 result.status = _undo(spark, table, commits)
                 result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
                 break
-            if isinstance(err, CommitConflictError):
+            if isinstance(err, CatalogUnavailableError):
+                # Nothing of ours is committed (checked above): the attempt can start over once the catalog answers.
+                unavailable_since = unavailable_since or time.monotonic()
+                if time.monotonic() - unavailable_since < CATALOG_OUTAGE_WAIT_S:
+                    _emit(progress, f"icecompact: {err}; waiting for the catalog, then retrying {key.label()}")
+                    time.sleep(CATALOG_RETRY_INTERVAL_S)
+                    attempt -= 1  # an outage is not a conflict: it does not use up the retries
+                    continue
+                result.status = FAILED
+            elif isinstance(err, CommitConflictError):
                 result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
                                          "message": str(err)[:2000]})
                 if attempt <= max_retries:

@@ -14,7 +14,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Sequence, Tuple
 
-from compaction.core.errors import CommitConflictError, CompactionError, ConfigError, RewriteJobError
+from compaction.core.errors import (
+    CatalogUnavailableError,
+    CommitConflictError,
+    CompactionError,
+    ConfigError,
+    RewriteJobError,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -287,12 +293,54 @@ _CONFLICT_CLASSES = (
 )
 
 
+#: Connection failures of the catalog's database or service (JDBC and REST catalogs): the catalog is unavailable.
+_UNAVAILABLE_CLASSES = (
+    "java.net.ConnectException",
+    "java.net.NoRouteToHostException",
+    "java.sql.SQLTransientConnectionException",
+    "java.sql.SQLNonTransientConnectionException",
+)
+#: SQLSTATE classes of a lost or refused database connection: 08 (connection exception), 57P01-57P03 (the server
+#: is shutting down, crashed, or cannot accept connections yet).
+_UNAVAILABLE_SQL_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def _sql_states(error: BaseException) -> list[str]:
+    """The SQLSTATEs of the java.sql.SQLExceptions in a py4j error's cause chain."""
+    java = getattr(error, "java_exception", None)
+    states: list[str] = []
+    for _ in range(20):
+        if java is None:
+            break
+        try:
+            state = java.getSQLState()  # only SQLExceptions have it
+            if state:
+                states.append(str(state))
+        except Exception:  # noqa: BLE001  (py4j: no such method on this class)
+            pass
+        java = java.getCause()
+    return states
+
+
+def _unavailable(error: BaseException, chain: list[tuple[str, str]]) -> bool:
+    if any(cls in _UNAVAILABLE_CLASSES for cls, _ in chain):
+        return True
+    return any(state.startswith(_UNAVAILABLE_SQL_STATES) for state in _sql_states(error))
+
+
 def classify_java_error(error: BaseException, what: str) -> CompactionError:
-    """Iceberg ValidationException / CommitFailedException -> retryable CommitConflictError; anything else ->
-    RewriteJobError. The message names the Java class and message (no stack)."""
+    """Iceberg ValidationException / CommitFailedException -> retryable CommitConflictError; a lost connection to
+    the catalog -> CatalogUnavailableError (retryable when nothing was committed); anything else -> RewriteJobError.
+    The message names the Java class and message (no stack)."""
     if isinstance(error, CompactionError):
         return error
     chain = java_exception_chain(error)
+    # CommitStateUnknownException is never "unavailable": the commit may have landed (Iceberg: do not retry it).
+    if _unavailable(error, chain) and not any(c.endswith("CommitStateUnknownException") for c, _ in chain):
+        cls, message = chain[0]
+        unavailable = CatalogUnavailableError(f"{what}: catalog unavailable: {cls.rsplit('.', 1)[-1]}: {message}")
+        unavailable.java_class = cls  # type: ignore[attr-defined]
+        return unavailable
     for cls, message in chain:
         if cls in _CONFLICT_CLASSES:
             err: CompactionError = CommitConflictError(f"{what}: {cls.rsplit('.', 1)[-1]}: {message}")

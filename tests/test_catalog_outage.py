@@ -1,0 +1,100 @@
+"""A catalog database that is briefly down (a restart, a failover) does not fail compaction (found by the soak: a
+10 s PostgreSQL restart failed every partition of the job that was running). Work that has committed nothing waits
+for the catalog and starts over; a commit whose outcome is unknown is never retried blindly."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+from compaction.catalog import CatalogConfig
+from compaction.core.errors import CatalogUnavailableError, CommitConflictError, RewriteJobError
+from compaction.core.plan import CompactionMode
+from compaction.core.planner import plan
+from compaction.core.policy import CompactionPolicy
+from compaction.inspect import inspect_table
+from compaction.spark.job import COMMITTED, run_group
+from compaction.spark.validation import ValidationLevel, classify_java_error
+from compaction.testing.oracle import read_table
+from compaction.testing.workload import WorkloadSpec, generate
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _java_error(java_exception):  # type: ignore[no-untyped-def]
+    return SimpleNamespace(java_exception=java_exception)  # what py4j's Py4JJavaError carries
+
+
+def test_a_lost_catalog_connection_is_unavailable_and_an_unknown_commit_is_not(spark) -> None:  # type: ignore[no-untyped-def]
+    jvm = spark.sparkContext._jvm
+    refused = jvm.java.net.ConnectException("Connection refused")
+    wrapped = jvm.java.lang.RuntimeException("Failed to get table db.t from catalog c", refused)
+    assert isinstance(classify_java_error(_java_error(wrapped), "MAJOR p"), CatalogUnavailableError)
+
+    psql = jvm.org.postgresql.util.PSQLException(
+        "Connection to 127.0.0.1:5432 refused. Check that the hostname and port are correct",
+        jvm.org.postgresql.util.PSQLState.CONNECTION_UNABLE_TO_CONNECT)
+    assert isinstance(classify_java_error(_java_error(jvm.java.lang.RuntimeException("x", psql)), "p"),
+                      CatalogUnavailableError)
+    terminated = jvm.org.postgresql.util.PSQLException(
+        "FATAL: terminating connection due to administrator command",
+        jvm.org.postgresql.util.PSQLState.CONNECTION_FAILURE)
+    assert isinstance(classify_java_error(_java_error(terminated), "p"), CatalogUnavailableError)
+
+    # The commit may have landed: never "unavailable" (that would retry it), whatever its cause.
+    unknown = jvm.org.apache.iceberg.exceptions.CommitStateUnknownException(refused)
+    assert isinstance(classify_java_error(_java_error(unknown), "p"), RewriteJobError)
+    # A conflict stays a conflict; an unrelated SQL error is no outage.
+    no_args = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 0)  # the constructor's varargs
+    conflict = jvm.org.apache.iceberg.exceptions.CommitFailedException("Cannot commit: stale metadata", no_args)
+    assert isinstance(classify_java_error(_java_error(conflict), "p"), CommitConflictError)
+    syntax = jvm.org.postgresql.util.PSQLException("ERROR: relation \"x\" does not exist",
+                                                   jvm.org.postgresql.util.PSQLState.UNDEFINED_TABLE)
+    assert isinstance(classify_java_error(_java_error(syntax), "p"), RewriteJobError)
+
+
+def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from compaction.spark.session import register_catalog
+    from compaction.testing.postgres import start_cluster
+
+    cluster = start_cluster()  # its own cluster: the session's is shared by other tests
+    try:
+        catalog = CatalogConfig(f"pgo_{uuid.uuid4().hex[:8]}", {
+            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
+            "warehouse": (tmp_path / "warehouse").as_uri()})
+        (tmp_path / "warehouse").mkdir()
+        register_catalog(spark, catalog)
+        spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
+        workload = generate(spark, catalog, "cdc.t", WorkloadSpec(seed=41, commits=3, rows_per_commit=40))
+        before = read_table(catalog.load().load_table(workload.identifier))
+        state = inspect_table(catalog, "cdc.t")
+        the_plan = plan(state, CompactionPolicy.resolve(state.properties, {"major_full_rewrite": True}),
+                        CompactionMode.MAJOR, NOW)
+        assert the_plan.groups
+
+        cluster.stop_server()  # down when the job starts; back 6 s later
+        restarted = threading.Event()
+
+        def restart() -> None:
+            time.sleep(6)
+            cluster.start_server()
+            restarted.set()
+
+        threading.Thread(target=restart, daemon=True).start()
+        messages: list[str] = []
+        results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=messages.append)
+                   for g in the_plan.groups]
+        assert restarted.is_set()
+        outcomes = [p for r in results for p in r.partitions]
+        assert outcomes and all(p.status == COMMITTED for p in outcomes), [(p.label, p.status, p.error)
+                                                                          for p in outcomes]
+        assert any("waiting for the catalog" in m for m in messages), messages
+        after = read_table(catalog.load().load_table(workload.identifier))
+        assert after.rows == before.rows
+        assert after.snapshot_id != before.snapshot_id
+    finally:
+        cluster.stop()
