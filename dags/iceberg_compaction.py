@@ -15,7 +15,8 @@ from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, Param, TriggerRule, dag, get_current_context, task
 
-from icecompact_airflow import DAG_ID, POOL, SCHEDULE_DEFAULT, SCHEDULE_ENV
+from icecompact_airflow import (DAG_ID, POOL, SCHEDULE_DEFAULT, SCHEDULE_ENV, WINDOW_CHOICES, WINDOW_DEFAULT,
+                                WINDOW_ENV)
 from icecompact_airflow.operators import CompactionSubmitOperator
 
 
@@ -25,6 +26,13 @@ def _schedule() -> CronDataIntervalTimetable | None:
         return None
     # An interval timetable: a run's data interval is the period it covers (a cron trigger has an empty one).
     return CronDataIntervalTimetable(text, timezone="UTC")
+
+
+def _window_default() -> str:
+    text = (os.environ.get(WINDOW_ENV) or WINDOW_DEFAULT).strip()
+    if text not in WINDOW_CHOICES:
+        raise ValueError(f"{WINDOW_ENV}={text!r}: expected one of {', '.join(WINDOW_CHOICES)}")
+    return text
 
 
 def _context() -> dict[str, Any]:
@@ -54,6 +62,9 @@ def _items(values: Any) -> list[Any]:
     start_date=_dt.datetime(2024, 1, 1, tzinfo=_dt.timezone.utc),
     catchup=False,
     max_active_runs=1,
+    # A catalog or ledger database that is briefly unreachable (a restart, a failover) fails a metadata task; a retry
+    # after it is back lets the run carry on. The Spark step has its own conflict retries (compact: retries=0).
+    default_args={"retries": 2, "retry_delay": _dt.timedelta(seconds=20)},
     tags=["iceberg", "compaction"],
     doc_md=__doc__,
     render_template_as_native_obj=True,
@@ -73,9 +84,9 @@ def _items(values: Any) -> list[Any]:
         "catalog": Param(None, type=["null", "string"],
                          description="catalog name (Airflow connection icecompact_catalog_<name>, .pyiceberg.yaml, "
                                      "or the embedded default)"),
-        "window": Param("auto", enum=["auto", "data_interval", "all"],
+        "window": Param(_window_default(), enum=list(WINDOW_CHOICES),
                         description="auto: scheduled/backfill runs compact their data interval's partitions, "
-                                    "manual runs every partition"),
+                                    "manual runs every partition (default: $ICECOMPACT_DAG_WINDOW or auto)"),
     },
 )
 def iceberg_compaction() -> None:
@@ -83,42 +94,57 @@ def iceberg_compaction() -> None:
     def discover() -> list[str]:
         from icecompact_airflow import tasks
 
-        return tasks.discover(_context()["params"])
+        with tasks.fail_fast():
+            return tasks.discover(_context()["params"])
 
     @task
     def inspect(table: str) -> dict[str, Any]:
         from icecompact_airflow import tasks
 
-        return tasks.inspect(table, _context()["params"])
+        with tasks.fail_fast():
+            return tasks.inspect(table, _context()["params"])
 
     @task
     def plan(inspection: dict[str, Any]) -> dict[str, Any]:
         from icecompact_airflow import tasks
 
         ctx = _context()
-        return tasks.plan(inspection, ctx["params"], run_type=ctx["run_type"],
-                          data_interval_start=ctx["data_interval_start"], data_interval_end=ctx["data_interval_end"],
-                          dag_id=ctx["dag_id"], dag_run_id=ctx["dag_run_id"])
+        with tasks.fail_fast():
+            return tasks.plan(inspection, ctx["params"], run_type=ctx["run_type"],
+                              data_interval_start=ctx["data_interval_start"],
+                              data_interval_end=ctx["data_interval_end"], dag_id=ctx["dag_id"],
+                              dag_run_id=ctx["dag_run_id"])
 
     @task
     def job_groups(plans: Any) -> list[dict[str, Any]]:
         from icecompact_airflow import tasks
 
-        return tasks.job_groups(_items(plans), _context()["params"])
+        with tasks.fail_fast():
+            return tasks.job_groups(_items(plans), _context()["params"])
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def record(plans: Any) -> list[dict[str, Any]]:
         from icecompact_airflow import tasks
 
-        return tasks.record(_items(plans), _context()["params"])
+        with tasks.fail_fast():
+            return tasks.record(_items(plans), _context()["params"])
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def summary(plans: Any) -> dict[str, Any]:
         from icecompact_airflow import tasks
 
-        return tasks.summary(_items(plans), _context()["params"])
+        with tasks.fail_fast():
+            return tasks.summary(_items(plans), _context()["params"])
 
-    plans = plan.expand(inspection=inspect.expand(table=discover()))
+    @task(trigger_rule=TriggerRule.ONE_FAILED, retries=0)
+    def run_failed() -> None:
+        """Fails the DAG run when any task failed. record and summary run whatever happened upstream (ALL_DONE),
+        so without this leaf a run whose discover or inspect failed would end 'success'."""
+        raise RuntimeError("a task of this DAG run failed; see the failed task's log")
+
+    discovered = discover()
+    inspected = inspect.expand(table=discovered)
+    plans = plan.expand(inspection=inspected)
     jobs = job_groups(plans)
     compact = CompactionSubmitOperator.partial(
         task_id="compact",
@@ -130,7 +156,9 @@ def iceberg_compaction() -> None:
     ).expand_kwargs(jobs)
     recorded = record(plans)
     compact >> recorded
-    recorded >> summary(plans)
+    summarized = summary(plans)
+    recorded >> summarized
+    [discovered, inspected, plans, jobs, compact, recorded, summarized] >> run_failed()
 
 
 iceberg_compaction()

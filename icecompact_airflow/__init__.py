@@ -15,3 +15,9 @@ CATALOG_CONN_PREFIX = "icecompact_catalog_"
 #: Schedule of the DAG: a cron expression or preset (``@daily``), or ``none`` for manual runs only.
 SCHEDULE_ENV = "ICECOMPACT_DAG_SCHEDULE"
 SCHEDULE_DEFAULT = "@daily"
+#: Default of the DAG's ``window`` param, i.e. what scheduled runs use: ``auto`` (default: the run's data interval on
+#: time-partitioned tables), ``all`` (every partition, e.g. a CDC table whose updates reach old partitions) or
+#: ``data_interval``.
+WINDOW_ENV = "ICECOMPACT_DAG_WINDOW"
+WINDOW_DEFAULT = "auto"
+WINDOW_CHOICES = ("auto", "data_interval", "all")

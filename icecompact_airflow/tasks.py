@@ -7,15 +7,37 @@ SQLAlchemy, the runner) are imported inside the functions, never when the DAG fi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from icecompact_airflow.params import RunParams, parse_params
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def fail_fast() -> Iterator[None]:
+    """Errors a retry cannot fix (bad input, an unsupported table, a compaction run that failed and is recorded so)
+    fail the task at once; anything else, e.g. the catalog or ledger database restarting, is left to the DAG's
+    retries."""
+    from compaction.core.errors import (
+        CommitValidationError,
+        ConfigError,
+        PlanningError,
+        RewriteJobError,
+        UnsupportedTableError,
+    )
+
+    try:
+        yield
+    except (ConfigError, PlanningError, UnsupportedTableError, RewriteJobError, CommitValidationError) as e:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"{type(e).__name__}: {e}") from e
 
 
 def _catalog(params: RunParams):  # type: ignore[no-untyped-def]
@@ -208,6 +230,8 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
             if existing is not None and existing.status.is_terminal:  # a retry of this task: already recorded
                 records.append({"table": p["table"], "run_id": run_id, "status": existing.status.value,
                                 "exit_code": existing.exit_code or 0})
+                if existing.exit_code:  # the retry reports the failure again (it is not a new success)
+                    failures.append(f"{p['table']} (run {run_id}): {existing.status.value} (recorded before)")
                 continue
             compaction_plan = CompactionPlan.from_json(Path(p["plan_path"]).read_text())
             outcomes: list[Any] = []

@@ -39,9 +39,16 @@ def test_dagbag_parses_without_heavy_imports(airflow_db: Path) -> None:
     assert parsed["errors"] == {}
     assert parsed["dags"] == ["iceberg_compaction"]
     assert parsed["heavy"] == [], f"parsing imported {parsed['heavy']}"
-    assert parsed["tasks"] == ["compact", "discover", "inspect", "job_groups", "plan", "record", "summary"]
+    assert parsed["tasks"] == ["compact", "discover", "inspect", "job_groups", "plan", "record", "run_failed",
+                               "summary"]
     dag = fresh_dag()
     assert dag.catchup is False
+    # record and summary run whatever happened (ALL_DONE), so a leaf fails the DAG run when any task failed (the soak
+    # saw a run whose discover failed during a database restart end 'success').
+    watcher = dag.get_task("run_failed")
+    assert str(watcher.trigger_rule) in ("one_failed", "TriggerRule.ONE_FAILED")
+    assert watcher.upstream_task_ids == set(dag.task_ids) - {"run_failed"}
+    assert dag.get_task("discover").retries == 2 and dag.get_task("compact").retries == 0
     assert dag.get_task("compact").pool == "icecompact_spark"
     assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"
 
@@ -138,8 +145,9 @@ def test_invalid_params_fail_before_any_work(sqlite_catalog: CatalogConfig, airf
     states = task_states(dag_run)
     assert str(getattr(dag_run.state, "value", dag_run.state)) == "failed"
     assert states[("discover", -1)] == "failed"
-    assert all(state in ("upstream_failed", "skipped") or task in ("discover", "record", "summary")
+    assert all(state in ("upstream_failed", "skipped") or task in ("discover", "record", "summary", "run_failed")
                for (task, _), state in states.items()), states
+    assert states[("run_failed", -1)] == "failed", "the leaf that fails the run when any task failed"
     assert not [i for (t, i) in states if t == "compact" and i >= 0], "no Spark job"
     assert _runs_of(dag_run.run_id) == [], "no ledger run"
     log = "".join(capfd.readouterr())  # the task log (Airflow's structlog writes to the console in dag.test)
