@@ -59,3 +59,9 @@ bench-overview: install
 .PHONY: bench-streaming
 bench-streaming: install
 	$(PY) bench/streaming.py --size $${SIZE:-m}
+
+# A live CDC writer and the scheduled DAG together on PostgreSQL with faults (issue 14): 15 minutes per format (v2,
+# v3), ~40 min in all (bench/results/soak.*). MINUTES=3 SIZE=xs for a quick look.
+.PHONY: bench-soak
+bench-soak: install
+	$(PY) bench/soak.py --minutes $${MINUTES:-15} --size $${SIZE:-s} --formats $${FORMATS:-2,3}

@@ -68,3 +68,20 @@ def resolve_catalog(name: str | None, lookup: Callable[[str], Any | None] = get_
         raise ConfigError(f"Airflow connection {catalog_conn_id(requested)!r} defines no catalog uri "
                           f"(put it in the connection's host or in extra as \"uri\")")
     return CatalogConfig(requested, props)
+
+
+def connection_env(catalog: Any) -> dict[str, str]:
+    """``AIRFLOW_CONN_ICECOMPACT_CATALOG_<NAME>`` defining ``catalog`` as an Airflow connection, with the database
+    password in the connection's password field (not in the URI, not in extra)."""
+    import json
+
+    from sqlalchemy.engine import make_url
+
+    props = dict(catalog.properties)
+    url = make_url(props["uri"])
+    password = props.pop("password", None) or url.password
+    props["uri"] = url.set(password=None).render_as_string(hide_password=False)
+    conn: dict[str, Any] = {"conn_type": "generic", "extra": props}
+    if password:
+        conn["password"] = password
+    return {f"AIRFLOW_CONN_ICECOMPACT_CATALOG_{catalog.name.upper()}": json.dumps(conn)}

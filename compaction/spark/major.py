@@ -12,8 +12,10 @@ Iceberg rules this module relies on (Iceberg spec, "Scan Planning"; docs/validat
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -64,14 +66,41 @@ def find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | N
 FAULT_ENV = "ICECOMPACT_FAULT_INJECT"
 
 
-def _inject_fault(point: str) -> None:
-    """Fault injection for the kill -9 test: ``ICECOMPACT_FAULT_INJECT=sleep:<point>:<seconds>`` pauses the job at
-    ``point`` so that a test can kill it mid-rewrite deterministically. Unset in normal operation."""
+def _inject_fault(point: str, spark: Any = None) -> None:
+    """Fault injection for the kill -9 tests; unset in normal operation. ``ICECOMPACT_FAULT_INJECT``:
+
+    * ``sleep:<point>:<seconds>`` pauses every job at ``point`` so that a test can kill it there;
+    * ``signal:<point>:<token file>`` arms one job only: the job that claims ``<token file>`` (renames it, so two
+      jobs never both claim it) carries on, and once a Spark stage of the work after ``point`` is running it writes
+      ``<token file>.pids`` (JSON: its own and its parent's process ids), so that a soak can kill it mid-rewrite."""
     spec = os.environ.get(FAULT_ENV, "")
-    parts = spec.split(":")
-    if len(parts) == 3 and parts[0] == "sleep" and parts[1] == point:
+    parts = spec.split(":", 2)
+    if len(parts) != 3 or parts[1] != point:
+        return
+    if parts[0] == "sleep":
         print(f"icecompact: fault injection: sleeping {parts[2]}s at {point}", file=sys.stderr, flush=True)
         time.sleep(float(parts[2]))
+    elif parts[0] == "signal" and spark is not None:
+        token = parts[2]
+        try:
+            os.rename(token, f"{token}.claimed")
+        except OSError:
+            return  # not armed, or another job claimed it
+        print(f"icecompact: fault injection: armed at {point}", file=sys.stderr, flush=True)
+        tracker = spark.sparkContext.statusTracker()
+
+        def signal_when_running() -> None:
+            for _ in range(6000):
+                if tracker.getActiveStageIds():
+                    # Under spark-submit the parent is the driver JVM (it launched this Python process).
+                    pids = {"python": os.getpid(), "parent": os.getppid()}
+                    with open(f"{token}.pids.tmp", "w") as fh:
+                        json.dump(pids, fh)
+                    os.rename(f"{token}.pids.tmp", f"{token}.pids")
+                    return
+                time.sleep(0.05)
+
+        threading.Thread(target=signal_when_running, daemon=True).start()
 
 
 #: Files larger than this are never picked for their size by a selective rewrite (Iceberg requires a maximum
@@ -135,7 +164,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         .snapshotProperty(TASK_PROPERTY, tag)
         .snapshotProperty(PLAN_PROPERTY, plan_id)
     )
-    _inject_fault("before-rewrite")
+    _inject_fault("before-rewrite", spark)
     result = action.execute()
     return (int(result.rewrittenDataFilesCount()), int(result.addedDataFilesCount()),
             int(result.removedDeleteFilesCount()))

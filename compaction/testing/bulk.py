@@ -458,13 +458,26 @@ class BulkGenerator:
     def _stream_round(self, jtable: Any, round_: int) -> None:
         """One CDC checkpoint: per active partition a fragment file (updated + new keys) and an equality-delete file
         (updated + deleted keys), all in one RowDelta."""
+        data_files, delete_files = self.stream_files(jtable, round_)
+        delta = jtable.newRowDelta()
+        for data_file in data_files:
+            delta = delta.addRows(data_file)
+        for delete_file in delete_files:
+            delta = delta.addDeletes(delete_file)
+        delta.commit()
+        self.stats["commits"] += 1
+
+    def stream_files(self, jtable: Any, round_: int) -> tuple[list[Any], list[Any]]:
+        """The files of one CDC checkpoint (fragment data files, equality-delete files), written but not committed;
+        the model already counts them as committed (a caller that commits them itself must not give up)."""
         import pyarrow as pa
 
         from compaction.spark.equality_deletes import write_equality_delete_file
 
         np, spec = self.np, self.spec
         rng = np.random.default_rng([spec.seed, 5, round_])
-        delta = jtable.newRowDelta()
+        data_files: list[Any] = []
+        delete_files: list[Any] = []
         for p in range(spec.partitions - spec.streamed_partitions, spec.partitions):
             part = self.parts[p]
             n_live = len(part.ids)
@@ -486,7 +499,7 @@ class BulkGenerator:
                 self.writer.write(location, payload)
                 data_file = self._data_file(jtable, self.jspec, location, len(payload), offsets,
                                             self.partition_data[p], self.metrics_config)
-                delta = delta.addRows(data_file)
+                data_files.append(data_file)
                 self.files.append(_File(location, p, "fragment", np.ones(len(fragment_ids), dtype=bool), data_file))
                 self.stats["fragment_files"] += 1
                 self.stats["fragment_bytes"] += len(payload)
@@ -503,12 +516,11 @@ class BulkGenerator:
                 keys = pa.table({KEY_COLUMN: pa.array(eq_ids, pa.int64())})
                 eq = write_equality_delete_file(self.spark, jtable, (KEY_COLUMN,), keys, partition=(part.day,),
                                                 partition_struct=self.partition_data[p], writer=self.writer)
-                delta = delta.addDeletes(eq)
+                delete_files.append(eq)
                 self.stats["eq_delete_files"] += 1
                 self.stats["eq_delete_bytes"] += int(eq.fileSizeInBytes())
                 self.stats["eq_deleted_keys"] += len(eq_ids)
-        delta.commit()
-        self.stats["commits"] += 1
+        return data_files, delete_files
 
     def _position_delete_commit(self, jtable: Any, round_: int) -> None:
         """A Spark ``DELETE``'s footprint: scattered rows of segment files in every active partition, one

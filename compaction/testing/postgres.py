@@ -40,6 +40,8 @@ class PostgresCluster:
     port: int
     user: str = "icecompact"
     password: str = "icecompact-test"
+    options: str = ""  # the server's command-line options (pg_ctl -o), kept for restart()
+    run_as: tuple[str, ...] = ()  # runuser prefix when the cluster belongs to the postgres system user
 
     def sqlalchemy_uri(self, database: str) -> str:
         return f"postgresql+psycopg2://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
@@ -58,9 +60,20 @@ class PostgresCluster:
         )
 
     def stop(self) -> None:
-        subprocess.run([str(_pg_bin() / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "stop"],
-                       capture_output=True)
+        subprocess.run([*self.run_as, str(_pg_bin() / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",
+                        "stop"], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def stop_server(self) -> None:
+        """Stop the server (fast shutdown: open sessions are terminated), keeping its data: an outage."""
+        subprocess.run([*self.run_as, str(_pg_bin() / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w",
+                        "stop"], check=True, capture_output=True)
+
+    def start_server(self) -> None:
+        """Start the server again on the same port and data (after :meth:`stop_server`); waits until it accepts."""
+        subprocess.run([*self.run_as, str(_pg_bin() / "pg_ctl"), "-D", str(self.root / "data"), "-o", self.options,
+                        "-l", str(self.root / "log"), "-w", "start"], check=True, capture_output=True)
+        _wait_for_port(self.port)
 
 
 def start_cluster() -> PostgresCluster:
@@ -70,42 +83,36 @@ def start_cluster() -> PostgresCluster:
     bindir = _pg_bin()
     root = Path(tempfile.mkdtemp(prefix="icecompact-pg-"))
     port = _free_port()
-    cluster = PostgresCluster(root, port)
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
+    run_as: tuple[str, ...] = ()
+    if os.geteuid() == 0:
+        run_as = ("runuser", "-u", "postgres", "--")
+    cluster = PostgresCluster(root, port, options=opts, run_as=run_as)
     pwfile = root / "pw"
     pwfile.write_text(cluster.password)
     data = root / "data"
-    run_as: list[str] = []
-    if os.geteuid() == 0:
+    if run_as:
         # initdb refuses to run as root; hand the folder to the postgres system user.
         shutil.chown(root, "postgres", "postgres")
         shutil.chown(pwfile, "postgres", "postgres")
-        run_as = ["runuser", "-u", "postgres", "--"]
     subprocess.run(
         [*run_as, str(bindir / "initdb"), "-D", str(data), "-U", cluster.user, f"--pwfile={pwfile}",
          "-A", "scram-sha-256", "-E", "UTF8", "--no-sync"],
         check=True, capture_output=True,
     )
-    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
     subprocess.run(
         [*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"],
         check=True, capture_output=True,
     )
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            time.sleep(0.1)
-    if run_as:
-        cluster.stop = _stop_as_postgres(cluster)  # type: ignore[method-assign]
+    _wait_for_port(port)
     return cluster
 
 
-def _stop_as_postgres(cluster: PostgresCluster):  # type: ignore[no-untyped-def]
-    def stop() -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", str(_pg_bin() / "pg_ctl"), "-D", str(cluster.root / "data"),
-                        "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(cluster.root, ignore_errors=True)
-
-    return stop
+def _wait_for_port(port: int, seconds: float = 20) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)

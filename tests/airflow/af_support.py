@@ -33,6 +33,8 @@ PASSWORDS = {"admin": "admin-" + uuid.uuid4().hex[:8], "viewer": "viewer-" + uui
 os.environ.update(AIRFLOW_ENV)
 (AIRFLOW_HOME / "passwords.json").write_text(json.dumps(PASSWORDS))
 os.environ.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)  # the DAG's embedded default Spark master is tested
+from icecompact_airflow.connections import connection_env as catalog_connection_env  # noqa: E402
+
 ARTIFACTS = Path(os.environ.get("ICECOMPACT_TEST_ARTIFACTS") or REPO / "tests" / "artifacts")
 
 
@@ -40,21 +42,6 @@ def airflow_cli(*args: str, check: bool = True, timeout: float = 600, env: dict[
                 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(Path(sys.executable).with_name("airflow")), *args], capture_output=True, text=True,
                           timeout=timeout, check=check, env={**os.environ, **(env or {})})
-
-def catalog_connection_env(catalog: Any) -> dict[str, str]:
-    """``AIRFLOW_CONN_ICECOMPACT_CATALOG_<NAME>`` defining ``catalog`` as an Airflow connection, with the database
-    password in the connection's password field (not in the URI, not in extra)."""
-    from sqlalchemy.engine import make_url
-
-    props = dict(catalog.properties)
-    url = make_url(props["uri"])
-    password = props.pop("password", None) or url.password
-    props["uri"] = url.set(password=None).render_as_string(hide_password=False)
-    conn: dict[str, Any] = {"conn_type": "generic", "extra": props}
-    if password:
-        conn["password"] = password
-    return {f"AIRFLOW_CONN_ICECOMPACT_CATALOG_{catalog.name.upper()}": json.dumps(conn)}
-
 
 def fresh_dag() -> Any:
     """A freshly parsed DAG object (a DAG reused after an empty mapping would skip mapped tasks)."""

@@ -1,0 +1,137 @@
+"""Soak: a live CDC writer and the scheduled compaction DAG for 15 minutes on PostgreSQL, with faults (v2 and v3).
+
+Each run (``compaction.testing.soak.run_soak``): a throwaway PostgreSQL cluster (catalog and ledger), a bulk table
+of the production shape, a writer process committing every 2 s (fragments + equality deletes) with a Spark DELETE
+or MERGE every 30 s, Airflow's scheduler and api-server running ``iceberg_compaction`` every minute (mode auto, two
+parallel Spark jobs), and three faults: a compaction job SIGKILLed mid-rewrite, the scheduler SIGKILLed and
+restarted, PostgreSQL stopped for 10 s. A sampler records files, deletes and a full scan's time every 10 s. At the
+end: a last compaction, the table against the writer's model (Spark and the reference reader), the ledger, and a
+full compaction for the scan reference.
+
+Writes ``bench/results/soak.{txt,json,png}``; prints every goal as met / not met::
+
+    .venv/bin/python bench/soak.py [--minutes 15] [--size s] [--formats 2,3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "bench" / "results"
+
+
+def chart(reports: dict[int, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, len(reports), figsize=(7 * len(reports), 10), squeeze=False, sharex="col")
+    for col, (version, rep) in enumerate(sorted(reports.items())):
+        start = rep["started"]
+        samples = [s for s in rep["samples"] if "error" not in s]
+        t = [(s["t"] - start) / 60 for s in samples]
+        ax = axes[0][col]
+        ax.plot(t, [s["delete_files"] for s in samples], label="delete files (table)")
+        ax.plot(t, [s["eq_delete_files"] for s in samples], label="equality-delete files")
+        ax.plot(t, [s["max_partition_delete_files"] for s in samples], label="max per partition")
+        ax.set_title(f"format v{version}")
+        ax.set_ylabel("files")
+        ax = axes[1][col]
+        scans = [s for s in samples if "scan_ratio" in s]
+        ax.plot([(s["t"] - start) / 60 for s in scans], [s["scan_ratio"] for s in scans],
+                label="full scan per row / a compacted copy's (side by side)")
+        ax.axhline(1.5, color="red", linestyle=":", label="goal 1.5x")
+        ax.set_ylabel("ratio")
+        ax = axes[2][col]
+        events = [e for e in rep.get("writer_events", []) if e.get("kind") == "stream" and e.get("ok")]
+        ax.plot([(e["t"] - start) / 60 for e in events], [e.get("total", e["latency"]) for e in events], ".",
+                markersize=2, label="writer commit (incl. retries)")
+        ax.set_ylabel("seconds")
+        ax.set_xlabel("minutes")
+        for row in axes:
+            a = row[col]
+            for run in rep["runs"]:
+                if run["started_at"] and run["finished_at"] and not run["dry_run"]:
+                    color = {"succeeded": "tab:green", "partial": "tab:olive"}.get(run["status"], "tab:red")
+                    a.axvspan((run["started_at"] - start) / 60, (run["finished_at"] - start) / 60, color=color,
+                              alpha=0.12)
+            for fault in rep["faults"]:
+                if fault.get("t"):
+                    a.axvline((fault["t"] - start) / 60, color="black", linestyle="--", linewidth=0.8)
+                    if a is row[col] and row is axes[0]:
+                        a.annotate(fault["kind"], ((fault["t"] - start) / 60, a.get_ylim()[1] * 0.9),
+                                   rotation=90, fontsize=7, va="top")
+            a.legend(fontsize=7, loc="upper left")
+    fig.suptitle("soak: delete files, scan cost and writer latency; shaded = compaction runs (green ok, red "
+                 "failed), dashed = faults")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, default=15.0)
+    ap.add_argument("--size", default="s", help="bulk generator size of the base table (xs, s, m)")
+    ap.add_argument("--formats", default="2,3")
+    ap.add_argument("--out", default=str(RESULTS / "soak"), help="results path prefix")
+    ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
+    args = ap.parse_args()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    from compaction.spark.session import SparkSettings, build_session
+    from compaction.testing.soak import SoakConfig, evaluate, minor_trigger, run_soak
+
+    workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
+    spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
+    reports: dict[int, dict[str, Any]] = {}
+    lines = [f"soak: {args.minutes:g} min per format, size {args.size}, work folder {workroot}", ""]
+    all_met = True
+    try:
+        for version in (int(v) for v in args.formats.split(",")):
+            config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version)
+            t0 = time.time()
+            report = run_soak(config, workroot / f"v{version}", spark=spark)
+            goals = evaluate(report, minor_trigger(config))
+            data = report.to_json()
+            data["writer_events"] = report.writer_events
+            reports[version] = data
+            lines.append(f"== format v{version} ({(time.time() - t0) / 60:.1f} min wall)")
+            for name, goal in goals.items():
+                lines.append(f"  {'MET    ' if goal['met'] else 'NOT MET'}  {name}: {goal['figure']}")
+                all_met &= bool(goal["met"])
+            for fault in report.faults:
+                lines.append(f"  fault {fault['kind']} at t={(fault['t'] or start_of(report)) - report.started:.0f} s"
+                             f"{'' if fault.get('t') else ' (not triggered)'}"
+                             f"{', run ' + str(fault.get('run_id')) + ' ' + str(fault.get('run_status')) if fault['kind'] == 'kill_job' else ''}")
+            lines.append(f"  writer: {json.dumps(data['writer'])}")
+            lines.append(f"  checks: {json.dumps({k: v for k, v in report.checks.items() if k != 'plans_with_snapshots'})}")
+            lines.append("")
+            print("\n".join(lines[-len(goals) - 5:]), flush=True)
+    finally:
+        spark.stop()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(reports, indent=1, default=str))
+    if reports:
+        chart(reports, out.with_suffix(".png"))
+    print(f"wrote {out}.txt, .json, .png")
+    return 0 if all_met else 1
+
+
+def start_of(report: Any) -> float:
+    return float(report.started)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

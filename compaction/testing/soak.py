@@ -1,0 +1,919 @@
+"""Soak: a live CDC writer and the scheduled compaction DAG together on PostgreSQL, with faults.
+
+Everything real, in separate processes, the way a user runs the platform:
+
+* a throwaway PostgreSQL cluster holding the Iceberg catalog (JDBC) and the ledger;
+* a table of the production shape (:mod:`compaction.testing.bulk`), format v2 or v3;
+* a **writer process** (:class:`SoakWriter`, ``python -m compaction.testing.soak writer CONFIG``) committing every
+  ``commit_interval_s``: upserts as fragment files plus equality deletes on the key in one RowDelta (Flink's
+  pattern), and every ``dml_interval_s`` a Spark ``DELETE`` or ``MERGE`` (position deletes / DVs). It keeps its own
+  model of the live rows (the bulk generator's, extended by its DML) and logs every commit attempt, with its outcome
+  and latency, to ``writer.jsonl``. Its retry is a streaming writer's: a failed commit is retried (after checking,
+  by a marker in the snapshot summary, that it did not land) until it lands;
+* Airflow's scheduler and api-server (LocalExecutor) running ``iceberg_compaction`` on a cron schedule, mode
+  ``auto``, window ``all``, two parallel Spark jobs (spark-submit);
+* faults: one compaction job killed with SIGKILL while its rewrite's Spark stage runs (``ICECOMPACT_FAULT_INJECT``
+  ``signal`` mode arms exactly one job), the scheduler killed with SIGKILL and restarted, PostgreSQL stopped for a
+  few seconds and started again;
+* a sampler every ``sample_interval_s``: files by kind per partition, the delete ratio, a full scan's time.
+
+At the end the writer stops, one last compaction runs, and :func:`run_soak` checks the table against the writer's
+model (Spark, and the reference reader of :mod:`compaction.testing.oracle`), the ledger (every run terminal, what
+each fault did), and every snapshot our jobs committed (each one belongs to a committed, validated outcome).
+``bench/soak.py`` runs it for 15 minutes and writes figures and a chart; ``tests/test_soak.py`` runs a short one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from compaction.catalog import CatalogConfig
+
+NAMESPACE = "soak"
+TABLE = "events"
+CATALOG_NAME = "soak"
+COMMIT_MARKER = "soak.commit-id"
+WRITER_CONFIG = "writer-config.json"
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    duration_s: float = 900.0
+    size: str = "s"  # bulk generator size of the base table
+    format_version: int = 2
+    seed: int = 7
+    commit_interval_s: float = 2.0
+    dml_interval_s: float = 30.0
+    dml_keys: int = 200  # keys per DELETE / MERGE
+    schedule: str = "*/1 * * * *"
+    sample_interval_s: float = 10.0
+    scan_every: int = 1  # a timed full scan at every N-th sample
+    faults: bool = True
+    kill_job_at: float = 0.15  # fractions of duration_s
+    kill_scheduler_at: float = 0.40
+    postgres_outage_at: float = 0.60
+    postgres_outage_s: float = 10.0
+    policy: Mapping[str, str] = field(default_factory=dict)  # table properties (compaction.*)
+    final_timeout_s: float = 900.0
+
+    @property
+    def table(self) -> str:
+        return f"{NAMESPACE}.{TABLE}"
+
+
+# ---------------------------------------------------------------------------------------------------- writer
+def _java_error(error: BaseException) -> str:
+    """The Java exception class behind a py4j error (or the Python class)."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        try:
+            return str(java.getClass().getName())
+        except Exception:  # noqa: BLE001  (the gateway may be the problem)
+            pass
+    return type(error).__name__
+
+
+class SoakWriter:
+    """The writer process: builds the table, then commits until ``<workdir>/stop`` exists; finally writes the rows
+    its model holds live to ``<workdir>/expected.parquet``."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        raw = json.loads((workdir / WRITER_CONFIG).read_text())
+        self.config = SoakConfig(**{k: v for k, v in raw["config"].items() if k in SoakConfig.__dataclass_fields__})
+        self.catalog = CatalogConfig(raw["catalog"]["name"], raw["catalog"]["properties"])
+        self.log_path = workdir / "writer.jsonl"
+        self._log = open(self.log_path, "a", buffering=1)
+        self.merge_dir = workdir / "merge-rows"
+        self.merge_dir.mkdir(exist_ok=True)
+        self.round = 0
+
+    def event(self, **fields: Any) -> None:
+        fields.setdefault("t", time.time())
+        self._log.write(json.dumps(fields) + "\n")
+
+    def run(self) -> int:
+        from compaction.spark import jvm as J
+        from compaction.spark.session import SparkSettings, build_session
+        from compaction.testing.bulk import BulkGenerator, BulkSpec, create_table
+
+        config = self.config
+        spark = build_session([self.catalog], SparkSettings(master="local[1]", app_name="icecompact-soak-writer"))
+        spark.conf.set(f"spark.sql.catalog.{self.catalog.name}.cache-enabled", "false")
+        self.spark = spark
+        ref = f"{self.catalog.name}.{config.table}"
+        self.ref = ref
+        spec = BulkSpec.named(config.size, config.format_version, seed=config.seed, rounds=0, position_delete_every=0)
+        create_table(spark, ref, spec)
+        for key, value in config.policy.items():
+            spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('{key}' = '{value}')")
+        gen = BulkGenerator(spark, ref, spec, log=lambda m: print(m, flush=True), threads=2)
+        base = gen.run()
+        self.gen = gen
+        self.jtable = J.load_table(spark, ref)
+        (self.workdir / "ready").write_text(json.dumps({"live_rows": base.live_rows, "stats": dict(base.stats)}))
+        next_dml = time.monotonic() + config.dml_interval_s
+        dml_kind = 0
+        while not (self.workdir / "stop").exists():
+            tick = time.monotonic()
+            if tick >= next_dml:
+                self.dml("delete" if dml_kind % 2 == 0 else "merge")
+                dml_kind += 1
+                next_dml = time.monotonic() + config.dml_interval_s
+            else:
+                self.stream_commit()
+            time.sleep(max(0.0, config.commit_interval_s - (time.monotonic() - tick)))
+        self.write_expected()
+        spark.stop()
+        return 0
+
+    # -- streaming commits ----------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        while True:
+            try:
+                self.jtable.refresh()
+                return
+            except Exception as e:  # noqa: BLE001  (e.g. the catalog database is down: wait for it)
+                self.event(kind="refresh", ok=False, error=_java_error(e))
+                time.sleep(1.0)
+
+    def _landed(self, commit_id: str) -> bool:
+        """Whether a snapshot carrying our commit marker is in the table (a commit whose outcome was unknown)."""
+        self._refresh()
+        snapshot = self.jtable.currentSnapshot()
+        for _ in range(200):  # the recent history is enough: the writer is the only one with markers
+            if snapshot is None:
+                return False
+            summary = snapshot.summary()
+            if summary is not None and summary.get(COMMIT_MARKER) == commit_id:
+                return True
+            parent = snapshot.parentId()
+            snapshot = None if parent is None else self.jtable.snapshot(parent)
+        return False
+
+    def stream_commit(self) -> None:
+        self.round += 1
+        started = time.monotonic()
+        try:
+            data_files, delete_files = self.gen.stream_files(self.jtable, self.round)
+        except Exception as e:  # noqa: BLE001  (writing files needs no catalog; a failure here is ours)
+            self.event(kind="stream", round=self.round, attempt=0, ok=False, error=_java_error(e), fatal=True)
+            raise
+        commit_id = uuid.uuid4().hex
+        attempt = 0
+        while True:
+            attempt += 1
+            t0 = time.monotonic()
+            try:
+                delta = self.jtable.newRowDelta().set(COMMIT_MARKER, commit_id)
+                for f in data_files:
+                    delta = delta.addRows(f)
+                for f in delete_files:
+                    delta = delta.addDeletes(f)
+                delta.commit()
+                self.event(kind="stream", round=self.round, attempt=attempt, ok=True,
+                           latency=time.monotonic() - t0, total=time.monotonic() - started,
+                           files=len(data_files) + len(delete_files))
+                return
+            except Exception as e:  # noqa: BLE001
+                error = _java_error(e)
+                self.event(kind="stream", round=self.round, attempt=attempt, ok=False, error=error,
+                           message=str(e)[:300], latency=time.monotonic() - t0)
+                if self._landed(commit_id):
+                    self.event(kind="stream", round=self.round, attempt=attempt, ok=True, landed_anyway=True,
+                               latency=time.monotonic() - t0, total=time.monotonic() - started)
+                    return
+                time.sleep(min(5.0, 0.5 * attempt))
+
+    # -- Spark DML ------------------------------------------------------------------------------------------
+    def _choose(self, rng: Any, per_partition: int) -> list[tuple[int, Any]]:
+        np = self.gen.np
+        out = []
+        for p, part in enumerate(self.gen.parts):
+            k = min(per_partition, len(part.ids))
+            if k:
+                out.append((p, np.sort(rng.choice(len(part.ids), k, replace=False))))
+        return out
+
+    def dml(self, kind: str) -> None:
+        """A Spark ``DELETE`` or ``MERGE`` of ``dml_keys`` live keys; retried when it conflicts (e.g. with a
+        compaction that rewrote the files it deletes from); the model changes only once it has landed."""
+        import pyarrow.parquet as pq
+
+        np, gen = self.gen.np, self.gen
+        self.round += 1
+        rng = np.random.default_rng([self.config.seed, 9, self.round])
+        chosen = self._choose(rng, max(1, self.config.dml_keys // max(1, len(gen.parts))))
+        ids = sorted(int(i) for p, idx in chosen for i in gen.parts[p].ids[idx])
+        id_list = ", ".join(str(i) for i in ids)  # our own integers, not user input
+        version = 1_000_000 + self.round
+        if kind == "merge":
+            tables = [gen._rows(rng, gen.parts[p].ids[idx], gen.parts[p].day, version, gen.schema) for p, idx in chosen]
+            paths = []
+            for p, rows in zip((p for p, _ in chosen), tables):
+                path = self.merge_dir / f"merge-{self.round:05d}-{p}.parquet"
+                pq.write_table(rows, path)
+                paths.append(path)
+            self.spark.read.parquet(*[str(x) for x in paths]).createOrReplaceTempView("soak_merge_source")
+            statement = (f"MERGE INTO {self.ref} t USING soak_merge_source s ON t.id = s.id "
+                         "WHEN MATCHED THEN UPDATE SET *")
+            check = f"SELECT count(*) FROM {self.ref} WHERE id IN ({id_list}) AND version = {version}"
+        else:
+            statement = f"DELETE FROM {self.ref} WHERE id IN ({id_list})"
+            check = f"SELECT count(*) FROM {self.ref} WHERE id IN ({id_list})"
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            t0 = time.monotonic()
+            try:
+                self.spark.sql(statement).collect()
+                self.event(kind=kind, round=self.round, attempt=attempt, ok=True, latency=time.monotonic() - t0,
+                           total=time.monotonic() - started, keys=len(ids))
+                break
+            except Exception as e:  # noqa: BLE001
+                self.event(kind=kind, round=self.round, attempt=attempt, ok=False, error=_java_error(e),
+                           message=str(e)[:300], latency=time.monotonic() - t0)
+                landed = self._dml_landed(check, len(ids) if kind == "merge" else 0)
+                if landed:
+                    self.event(kind=kind, round=self.round, attempt=attempt, ok=True, landed_anyway=True,
+                               latency=time.monotonic() - t0, total=time.monotonic() - started, keys=len(ids))
+                    break
+                time.sleep(min(5.0, 0.5 * attempt))
+        # The model: the chosen keys' live versions die; a MERGE's new versions live in its source files' rows.
+        for (p, idx), path in zip(chosen, paths if kind == "merge" else [None] * len(chosen)):
+            part = gen.parts[p]
+            gen._kill(part, idx)
+            if path is None:
+                keep = np.ones(len(part.ids), dtype=bool)
+                keep[idx] = False
+                part.ids, part.file, part.pos = part.ids[keep], part.file[keep], part.pos[keep]
+            else:
+                from compaction.testing.bulk import _File
+
+                index = len(gen.files)
+                gen.files.append(_File(str(path), p, "merge", np.ones(len(idx), dtype=bool)))
+                part.file[idx] = index  # row i of the source file is the new version of key ids[idx[i]]
+                part.pos[idx] = np.arange(len(idx), dtype=np.int64)
+
+    def _dml_landed(self, check: str, expected: int) -> bool:
+        while True:
+            try:
+                return int(self.spark.sql(check).collect()[0][0]) == expected
+            except Exception as e:  # noqa: BLE001  (the catalog may be down: wait)
+                self.event(kind="check", ok=False, error=_java_error(e))
+                time.sleep(1.0)
+
+    def write_expected(self) -> None:
+        """The model's live rows, read back from the files the generator and the MERGEs wrote."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        io = self.jtable.io()
+        pieces = []
+        for f in self.gen.files:
+            if not f.live.any():
+                continue
+            if f.kind == "merge":
+                data = pq.read_table(f.location)
+            else:
+                stream = io.newInputFile(f.location)
+                data = pq.read_table(pa.BufferReader(_read_all(stream)))
+            pieces.append(data.select(list(self.gen.schema.names)).cast(self.gen.schema).filter(pa.array(f.live)))
+        pq.write_table(pa.concat_tables(pieces), self.workdir / "expected.parquet")
+        self.event(kind="expected", rows=sum(p.num_rows for p in pieces))
+
+
+def _read_all(input_file: Any) -> bytes:
+    """A data file's bytes through Iceberg's FileIO (the warehouse may be any file system Iceberg reads)."""
+    from urllib.parse import urlparse
+
+    location = str(input_file.location())
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else location).read_bytes()
+    raise NotImplementedError(f"soak writer reads local warehouses only, not {location}")
+
+
+# ---------------------------------------------------------------------------------------------------- processes
+@dataclass
+class _Airflow:
+    home: Path
+    env: dict[str, str]
+    api_port: int
+    api: subprocess.Popen[bytes] | None = None
+    scheduler: subprocess.Popen[bytes] | None = None
+    logs: list[Any] = field(default_factory=list)
+    old_groups: list[int] = field(default_factory=list)  # process groups of killed schedulers (their workers)
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(Path(sys.executable).with_name("airflow")), *args], env=self.env,
+                              capture_output=True, text=True, check=check, timeout=timeout)
+
+    def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.home / f"{name}.log", "ab")
+        self.logs.append(log)
+        return subprocess.Popen([str(Path(sys.executable).with_name("airflow")), *args], env=self.env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start_api(self) -> None:
+        import urllib.request
+
+        self.api = self._start("api-server", "api-server", "--host", "127.0.0.1", "--port", str(self.api_port),
+                               "--workers", "1")
+        for _ in range(600):
+            if self.api.poll() is not None:
+                raise RuntimeError(f"api-server exited: {(self.home / 'api-server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=5):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError("api-server did not answer")
+
+    def start_scheduler(self) -> None:
+        self.scheduler = self._start("scheduler", "scheduler")
+
+    def dag_runs(self) -> list[dict[str, Any]]:
+        out = self.cli("dags", "list-runs", "iceberg_compaction", "-o", "json", check=False, timeout=120)
+        if out.returncode != 0:
+            return []
+        # Airflow prints warnings (e.g. graphviz missing) on stdout before the JSON.
+        text = next((line for line in out.stdout.splitlines() if line.startswith("[")), "[]")
+        try:
+            return list(json.loads(text))
+        except json.JSONDecodeError:
+            return []
+
+    def stop(self) -> None:
+        for group in self.old_groups:
+            try:
+                os.killpg(group, signal.SIGKILL)  # orphaned LocalExecutor workers ignore SIGTERM
+            except ProcessLookupError:
+                pass
+        self.old_groups.clear()
+        for proc in (self.scheduler, self.api):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        for log in self.logs:
+            log.close()
+
+
+def _set_up_airflow(workdir: Path, base_env: Mapping[str, str], config: SoakConfig) -> _Airflow:
+    import socket
+
+    from icecompact_airflow.demo import write_airflow_cfg
+
+    home = workdir / "airflow"
+    write_airflow_cfg(home)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {
+        **base_env,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        # A task whose worker died with the scheduler is noticed within a minute, not Airflow's default 5.
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+        "ICECOMPACT_DAG_SCHEDULE": config.schedule,
+        "ICECOMPACT_DAG_WINDOW": "all",
+    }
+    airflow = _Airflow(home, env, port)
+    airflow.cli("db", "migrate", timeout=600)
+    airflow.cli("pools", "set", "icecompact_spark", "4", "icecompact Spark jobs")
+    airflow.cli("dags", "reserialize")
+    return airflow
+
+
+# ---------------------------------------------------------------------------------------------------- report
+@dataclass
+class SoakReport:
+    config: SoakConfig
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    writer_events: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    checks: dict[str, Any] = field(default_factory=dict)
+    goals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    started: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": dataclasses.asdict(self.config), "started": self.started, "samples": self.samples,
+                "faults": self.faults, "runs": self.runs, "checks": self.checks, "goals": self.goals,
+                "writer": writer_summary(self.writer_events, self.faults)}
+
+
+def writer_summary(events: Sequence[Mapping[str, Any]], faults: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Commit attempts, failures and latencies per kind; a failure during a PostgreSQL outage (from the stop to a
+    few seconds after the start) is the outage's, any other failure of a streaming commit is compaction's."""
+    outages = [(f["t"], f["t_end"] + 5.0) for f in faults if f["kind"] == "postgres_outage" and "t_end" in f]
+    out: dict[str, Any] = {}
+    for kind in ("stream", "delete", "merge"):
+        mine = [e for e in events if e.get("kind") == kind]
+        done = [e for e in mine if e.get("ok") and not e.get("landed_anyway")]
+        failed = [e for e in mine if not e.get("ok")]
+        in_outage = [e for e in failed if any(a <= e["t"] <= b for a, b in outages)]
+        latencies = sorted(float(e["latency"]) for e in done)
+        commits = {e["round"] for e in mine if e.get("ok")}
+        retried = {e["round"] for e in failed}
+        out[kind] = {
+            "commits": len(commits),
+            "attempts": len(mine) - sum(1 for e in mine if e.get("landed_anyway")),
+            "failed_attempts": len(failed),
+            "failed_attempts_in_outage": len(in_outage),
+            "failed_attempts_otherwise": len(failed) - len(in_outage),
+            "errors": dict(Counter(str(e.get("error")) for e in failed)),
+            "retried_commits": len(retried),
+            "landed_after_unknown_outcome": sum(1 for e in mine if e.get("landed_anyway")),
+            "latency_p50_s": _quantile(latencies, 0.5),
+            "latency_p99_s": _quantile(latencies, 0.99),
+            "latency_max_s": latencies[-1] if latencies else None,
+        }
+    return out
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    return float(values[min(len(values) - 1, int(q * len(values)))])
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+def _sample(catalog: CatalogConfig, table_name: str) -> dict[str, Any]:
+    from compaction.core.model import DeleteContent
+    from compaction.inspect import load_table, table_state
+
+    identity, table = load_table(catalog, table_name)
+    state = table_state(table, identity)
+    partitions = []
+    for p in state.partitions:
+        eq = sum(1 for d in p.delete_files if d.content is DeleteContent.EQUALITY)
+        partitions.append({"partition": p.key.label(), "data_files": p.data_file_count,
+                           "delete_files": len(p.delete_files), "eq_delete_files": eq,
+                           "records": sum(f.record_count for f in p.data_files),
+                           "delete_records": sum(d.record_count for d in p.delete_files)})
+    records = sum(x["records"] for x in partitions)
+    delete_records = sum(x["delete_records"] for x in partitions)
+    return {
+        "snapshot_id": state.snapshot_id,
+        "data_files": sum(x["data_files"] for x in partitions),
+        "delete_files": sum(x["delete_files"] for x in partitions),
+        "eq_delete_files": sum(x["eq_delete_files"] for x in partitions),
+        "max_partition_delete_files": max((x["delete_files"] for x in partitions), default=0),
+        "delete_ratio": delete_records / records if records else 0.0,
+        "partitions": partitions,
+    }
+
+
+def _scan(spark: Any, ref: str) -> tuple[float, int]:
+    """A fixed full scan: every column of every live row (count and a hash over all columns). (seconds, rows)"""
+    from compaction.testing.bulk import COLUMN_NAMES
+
+    spark.sql(f"REFRESH TABLE {ref}")
+    columns = ", ".join(COLUMN_NAMES)
+    t0 = time.perf_counter()
+    rows = spark.sql(f"SELECT count(*), sum(xxhash64({columns})) FROM {ref}").collect()[0][0]
+    return time.perf_counter() - t0, int(rows)
+
+
+def _paired_scan(spark: Any, ref: str, reference: str) -> dict[str, float]:
+    """The table's scan and, right after it, the scan of a compacted copy (no deletes, files at the target size):
+    the same machine load, so their per-row ratio is the table's read cost over a freshly compacted table's."""
+    seconds, rows = _scan(spark, ref)
+    ref_seconds, ref_rows = _scan(spark, reference)
+    ratio = (seconds / max(rows, 1)) / (ref_seconds / max(ref_rows, 1))
+    return {"scan_s": seconds, "rows": rows, "reference_scan_s": ref_seconds, "scan_ratio": ratio}
+
+
+def reference_of(ref: str) -> str:
+    return f"{ref}_scan_reference"
+
+
+def _kill_tree(pids: Mapping[str, int]) -> list[int]:
+    """SIGKILL the job's driver JVM (its parent, when that is a java process) and its Python process."""
+    killed = []
+    parent = int(pids.get("parent", 0))
+    try:
+        cmdline = Path(f"/proc/{parent}/cmdline").read_bytes() if parent else b""
+    except OSError:
+        cmdline = b""
+    targets = ([parent] if b"java" in cmdline else []) + [int(pids["python"])]
+    for pid in targets:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except ProcessLookupError:
+            pass
+    return killed
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
+             log: Callable[[str], None] = lambda m: print(m, flush=True)) -> SoakReport:
+    """One soak run in ``workdir`` (kept: logs, writer events, plans). ``spark``: a session for the sampler's scans
+    and the final checks (built here when ``None``)."""
+    from compaction.testing.postgres import start_cluster
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    report = SoakReport(config)
+    cluster = start_cluster()
+    writer: subprocess.Popen[bytes] | None = None
+    airflow: _Airflow | None = None
+    own_spark = spark is None
+    try:
+        catalog = CatalogConfig(CATALOG_NAME, {
+            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database("soak_catalog")),
+            "warehouse": (workdir / "warehouse").as_uri()})
+        (workdir / "warehouse").mkdir(exist_ok=True)
+        ledger_url = cluster.sqlalchemy_uri(cluster.create_database("soak_ledger"))
+        from icecompact_airflow.connections import connection_env
+
+        base_env = {**os.environ, **connection_env(catalog), "ICECOMPACT_LEDGER_URL": ledger_url,
+                    "ICECOMPACT_CATALOG": CATALOG_NAME, "ICECOMPACT_HOME": str(workdir / "home"),
+                    "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+                    "ICECOMPACT_FAULT_INJECT": f"signal:before-rewrite:{workdir / 'kill-token'}"}
+        (workdir / WRITER_CONFIG).write_text(json.dumps({
+            "config": dataclasses.asdict(config),
+            "catalog": {"name": catalog.name, "properties": dict(catalog.properties)}}))
+        os.chmod(workdir / WRITER_CONFIG, 0o600)  # the catalog's password
+
+        log(f"soak: building the {config.size} table (v{config.format_version}) in the writer process ...")
+        writer_log = open(workdir / "writer.log", "ab")
+        writer = subprocess.Popen([sys.executable, "-m", "compaction.testing.soak", "writer", str(workdir)],
+                                  env=base_env, stdout=writer_log, stderr=subprocess.STDOUT, start_new_session=True)
+        airflow = _set_up_airflow(workdir, base_env, config)
+        while not (workdir / "ready").exists():
+            if writer.poll() is not None:
+                raise RuntimeError(f"writer exited {writer.returncode}: "
+                                   f"{(workdir / 'writer.log').read_text()[-3000:]}")
+            time.sleep(1.0)
+        log(f"soak: table ready: {json.loads((workdir / 'ready').read_text())['live_rows']:,} live rows")
+
+        if spark is None:
+            from compaction.spark.session import SparkSettings, build_session
+
+            spark = build_session([catalog], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
+        else:
+            from compaction.spark.session import register_catalog
+
+            register_catalog(spark, catalog)
+        spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
+        ref = f"{catalog.name}.{config.table}"
+        # The scan's yardstick: a compacted copy of the table (Spark writes it whole, at the target file size).
+        spark.sql(f"CREATE TABLE {reference_of(ref)} USING iceberg TBLPROPERTIES ('format-version' = "
+                  f"'{config.format_version}', 'compaction.enabled' = 'false') AS SELECT * FROM {ref}")
+
+        airflow.start_api()
+        airflow.start_scheduler()
+        airflow.cli("dags", "unpause", "iceberg_compaction")
+        report.started = start = time.time()
+        log(f"soak: writer, scheduler and api-server running for {config.duration_s:.0f} s "
+            f"(schedule {config.schedule!r})")
+        _main_loop(config, workdir, report, cluster, airflow, spark, catalog, ref, start, log)
+
+        log("soak: stopping the writer ...")
+        (workdir / "stop").write_text("")
+        writer.wait(timeout=600)
+        if writer.returncode != 0:
+            raise RuntimeError(f"writer exited {writer.returncode}: {(workdir / 'writer.log').read_text()[-3000:]}")
+        _final_compaction(airflow, report, log, config.final_timeout_s)
+        _quiesce(airflow, 900)
+        airflow.stop()
+        report.writer_events = [json.loads(line) for line in (workdir / "writer.jsonl").read_text().splitlines()]
+        _final_checks(config, workdir, report, spark, catalog, ref, ledger_url, log)
+        return report
+    finally:
+        if writer is not None and writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+        if airflow is not None:
+            airflow.stop()
+        if own_spark and spark is not None:
+            spark.stop()
+        cluster.stop()
+
+
+def _main_loop(config: SoakConfig, workdir: Path, report: SoakReport, cluster: Any, airflow: _Airflow, spark: Any,
+               catalog: CatalogConfig, ref: str, start: float, log: Callable[[str], None]) -> None:
+    token = workdir / "kill-token"
+    pending = {"kill_job": config.kill_job_at, "kill_scheduler": config.kill_scheduler_at,
+               "postgres_outage": config.postgres_outage_at} if config.faults else {}
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sampler, args=(config, report, spark, catalog, ref, start, stop, log),
+                               daemon=True)
+    sampler.start()
+    try:
+        _fault_loop(config, token, pending, report, cluster, airflow, start, log)
+    finally:
+        stop.set()
+        sampler.join(timeout=120)
+    if "kill_job" in pending:
+        report.faults.append({"kind": "kill_job", "t": None, "error": "no compaction job reached a rewrite"})
+    if token.exists():
+        token.unlink()  # disarm
+
+
+def _sampler(config: SoakConfig, report: SoakReport, spark: Any, catalog: CatalogConfig, ref: str, start: float,
+             stop: threading.Event, log: Callable[[str], None]) -> None:
+    """Every ``sample_interval_s``: the table's files and deletes from metadata, and a timed full scan."""
+    sample_no = 0
+    while not stop.is_set():
+        now = time.time()
+        sample: dict[str, Any] = {"t": now}
+        try:
+            sample.update(_sample(catalog, config.table))
+            if sample_no % config.scan_every == 0:
+                sample.update(_paired_scan(spark, ref, reference_of(ref)))
+        except Exception as e:  # noqa: BLE001  (e.g. during the outage; recorded, the soak goes on)
+            sample["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        report.samples.append(sample)
+        sample_no += 1
+        if sample_no % 6 == 1:
+            log(f"soak: t={now - start:.0f}s data files {sample.get('data_files')}, delete files "
+                f"{sample.get('delete_files')} (eq {sample.get('eq_delete_files')}, max/partition "
+                f"{sample.get('max_partition_delete_files')}), scan {sample.get('scan_s', 0):.2f} s "
+                f"({sample.get('scan_ratio', 0):.2f}x a compacted copy's per row)")
+        stop.wait(max(0.0, now + config.sample_interval_s - time.time()))
+
+
+def _fault_loop(config: SoakConfig, token: Path, pending: dict[str, float], report: SoakReport, cluster: Any,
+                airflow: _Airflow, start: float, log: Callable[[str], None]) -> None:
+    """The faults, each once, at its fraction of the run (the job kill: once the armed job's rewrite runs)."""
+    armed_at: float | None = None
+    while time.time() - start < config.duration_s:
+        now = time.time()
+        elapsed = now - start
+        if "kill_job" in pending and elapsed >= pending["kill_job"] * config.duration_s and armed_at is None:
+            token.write_text("")
+            armed_at = now
+            log(f"soak: t={elapsed:.0f}s armed: the next compaction job is killed mid-rewrite")
+        pids_file = Path(f"{token}.pids")
+        if armed_at is not None and "kill_job" in pending and pids_file.exists():
+            pids = json.loads(pids_file.read_text())
+            cmdline = _cmdline(int(pids["python"]))
+            time.sleep(0.3)
+            killed = _kill_tree(pids)
+            report.faults.append({"kind": "kill_job", "t": time.time(), "pids": killed, "cmdline": cmdline})
+            pending.pop("kill_job")
+            log(f"soak: t={time.time() - start:.0f}s SIGKILL compaction job {killed}")
+        if "kill_scheduler" in pending and elapsed >= pending["kill_scheduler"] * config.duration_s:
+            assert airflow.scheduler is not None
+            airflow.scheduler.kill()  # SIGKILL, the scheduler process only (its running tasks are on their own)
+            airflow.scheduler.wait()
+            airflow.old_groups.append(airflow.scheduler.pid)
+            t0 = time.time()
+            log(f"soak: t={t0 - start:.0f}s SIGKILL scheduler; restarting in 5 s")
+            time.sleep(5.0)
+            airflow.start_scheduler()
+            report.faults.append({"kind": "kill_scheduler", "t": t0, "t_end": time.time()})
+            pending.pop("kill_scheduler")
+        if "postgres_outage" in pending and elapsed >= pending["postgres_outage"] * config.duration_s:
+            t0 = time.time()
+            cluster.stop_server()
+            log(f"soak: t={t0 - start:.0f}s PostgreSQL stopped for {config.postgres_outage_s:.0f} s")
+            time.sleep(config.postgres_outage_s)
+            cluster.start_server()
+            report.faults.append({"kind": "postgres_outage", "t": t0, "t_end": time.time()})
+            pending.pop("postgres_outage")
+        if airflow.scheduler is not None and airflow.scheduler.poll() is not None:
+            raise RuntimeError(f"scheduler died: {(airflow.home / 'scheduler.log').read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+def _quiesce(airflow: _Airflow, timeout: float) -> None:
+    """Pause the DAG with no run in flight. A paused DAG's running run freezes (no further task is scheduled), so
+    pause only between runs, and if a scheduled run slipped in, unpause until it has finished and try again."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not any(r.get("state") == "running" for r in airflow.dag_runs()):
+            airflow.cli("dags", "pause", "iceberg_compaction")
+            if not any(r.get("state") == "running" for r in airflow.dag_runs()):
+                return
+            airflow.cli("dags", "unpause", "iceberg_compaction")
+        time.sleep(3.0)
+    raise RuntimeError(f"the DAG still had a running run after {timeout:.0f} s")
+
+
+def _final_compaction(airflow: _Airflow, report: SoakReport, log: Callable[[str], None], timeout: float) -> None:
+    run_id = f"soak_final_{uuid.uuid4().hex[:8]}"
+    log("soak: writer stopped; the last compaction (manual DAG run, mode auto) ...")
+    airflow.cli("dags", "trigger", "iceberg_compaction", "--run-id", run_id, "--conf",
+                json.dumps({"mode": "auto", "window": "all"}))
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = {r.get("run_id"): r.get("state") for r in airflow.dag_runs()}.get(run_id)
+        if state in ("success", "failed"):
+            report.checks["final_dag_run"] = {"run_id": run_id, "state": state}
+            log(f"soak: last compaction {state}")
+            return
+        time.sleep(3.0)
+    raise RuntimeError(f"the last compaction run did not finish within {timeout:.0f} s")
+
+
+def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: Any, catalog: CatalogConfig,
+                  ref: str, ledger_url: str, log: Callable[[str], None]) -> None:
+    from compaction.ledger import Ledger, OutcomeStatus
+    from compaction.spark.major import PLAN_PROPERTY
+    from compaction.testing.oracle import normalize_row, read_table
+
+    checks = report.checks
+    # -- content: Spark and the reference reader against the writer's model
+    spark.sql(f"REFRESH TABLE {ref}")
+    expected_df = spark.read.parquet(str(workdir / "expected.parquet"))
+    actual_df = spark.table(ref).select(*expected_df.columns)
+    checks["spark_missing_rows"] = expected_df.exceptAll(actual_df).count()
+    checks["spark_extra_rows"] = actual_df.exceptAll(expected_df).count()
+    checks["expected_rows"] = expected_df.count()
+    import pyarrow.parquet as pq
+
+    expected = pq.read_table(workdir / "expected.parquet")
+    model: Counter[tuple[Any, ...]] = Counter()
+    for values in zip(*(expected.column(c).to_pylist() for c in expected.column_names)):
+        model[normalize_row(values)] += 1
+    loaded = catalog.load().load_table((NAMESPACE, TABLE))
+    oracle = read_table(loaded)
+    actual = Counter(oracle.rows)
+    checks["oracle_missing_rows"] = sum((model - actual).values())
+    checks["oracle_extra_rows"] = sum((actual - model).values())
+    log(f"soak: content: model {checks['expected_rows']:,} rows; Spark missing {checks['spark_missing_rows']}, "
+        f"extra {checks['spark_extra_rows']}; reference reader missing {checks['oracle_missing_rows']}, extra "
+        f"{checks['oracle_extra_rows']}")
+
+    # -- the ledger: every run terminal; which run the killed job belonged to
+    with Ledger.open(ledger_url) as ledger:
+        runs = ledger.runs(config.table, limit=10_000)
+        committed_snapshots: set[int] = set()
+        accounted_plans: set[str] = set()  # plans with a validated commit or an undone one
+        for run in runs:
+            outcomes = ledger.outcomes(run.run_id)
+            report.runs.append({
+                "run_id": run.run_id, "status": run.status.value, "airflow_run_id": run.airflow_run_id,
+                "started_at": run.started_at.timestamp() if run.started_at else None,
+                "finished_at": run.finished_at.timestamp() if run.finished_at else None,
+                "plan_id": run.plan_id, "dry_run": run.dry_run,
+                "outcomes": dict(Counter(o.status.value for o in outcomes)),
+                "kinds": dict(Counter(o.kind.value for o in outcomes)),
+                "conflicts": sum(o.conflicts for o in outcomes), "attempts": sum(o.attempts for o in outcomes),
+                "reasons": sorted({(o.reason or "")[:160] for o in outcomes if o.status is not OutcomeStatus.COMMITTED
+                                   and o.status is not OutcomeStatus.NO_OP}),
+            })
+            for o in outcomes:
+                if o.status is OutcomeStatus.COMMITTED and o.commit_snapshot_id is not None:
+                    committed_snapshots.add(int(o.commit_snapshot_id))
+                if o.status in (OutcomeStatus.COMMITTED, OutcomeStatus.ROLLED_BACK):
+                    accounted_plans.add(run.plan_id)
+    # -- snapshots our jobs committed: each belongs to a committed (validated) outcome, or was undone
+    loaded = catalog.load().load_table((NAMESPACE, TABLE))
+    ours = []
+    for snap in loaded.snapshots():
+        summary = snap.summary.additional_properties if snap.summary else {}
+        if PLAN_PROPERTY in summary:
+            ours.append((snap.snapshot_id, summary[PLAN_PROPERTY]))
+    main_chain = set()
+    current = loaded.current_snapshot()
+    while current is not None:
+        main_chain.add(current.snapshot_id)
+        current = loaded.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
+    checks["our_snapshots"] = len(ours)
+    checks["our_snapshots_on_main"] = sum(1 for sid, _ in ours if sid in main_chain)
+    checks["plans_with_snapshots"] = sorted({plan for _, plan in ours})
+    checks["committed_outcome_snapshots"] = len(committed_snapshots)
+    # A snapshot of ours on main whose run recorded neither a validated commit nor an undo was never validated.
+    checks["unvalidated_snapshots"] = sorted(sid for sid, plan in ours if sid in main_chain
+                                             and plan not in accounted_plans)
+    for fault in report.faults:
+        if fault["kind"] == "kill_job" and fault.get("cmdline"):
+            run = next((r for r in report.runs if r["run_id"] in fault["cmdline"]), None)
+            fault["run_id"] = run["run_id"] if run else None
+            fault["run_status"] = run["status"] if run else None
+            fault["snapshots_of_its_plan"] = sum(1 for _, plan in ours if run and plan == run["plan_id"])
+    # -- a full compaction for the scan reference
+    from compaction.core.plan import CompactionMode
+    from compaction.runner import run_table
+    from compaction.spark.session import SparkSettings
+
+    before = [_scan(spark, ref)[0] for _ in range(3)]
+    with Ledger.open(ledger_url) as ledger:
+        report_full = run_table(catalog, config.table, mode=CompactionMode.MAJOR, overrides={"major.full-rewrite": True},
+                                spark_settings=SparkSettings.from_environment(), ledger=ledger)
+    after = [_scan(spark, ref)[0] for _ in range(3)]
+    checks["scan_end_s"] = sorted(before)[1]
+    checks["scan_after_full_s"] = sorted(after)[1]
+    checks["full_compaction_status"] = report_full.status.value
+    checks["spark_missing_rows_after_full"] = expected_df.exceptAll(spark.table(ref).select(*expected_df.columns)).count()
+    checks["spark_extra_rows_after_full"] = spark.table(ref).select(*expected_df.columns).exceptAll(expected_df).count()
+
+
+# ---------------------------------------------------------------------------------------------------- goals
+def minor_trigger(config: SoakConfig) -> int:
+    """The table's MINOR trigger: ``compaction.minor.delete-file-count`` (the soak's policy or the default)."""
+    from compaction.core.policy import CompactionPolicy
+
+    return CompactionPolicy.resolve(dict(config.policy), {}).minor_delete_file_count
+
+
+def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]]:
+    """The issue's goals, each with its figure and met / not met."""
+    checks, start = report.checks, report.started
+    writer = writer_summary(report.writer_events, report.faults)
+    goals: dict[str, dict[str, Any]] = {}
+    lost = checks.get("spark_missing_rows", -1) + checks.get("oracle_missing_rows", -1)
+    extra = checks.get("spark_extra_rows", -1) + checks.get("oracle_extra_rows", -1)
+    goals["no_rows_lost_or_resurrected"] = {
+        "met": lost == 0 and extra == 0,
+        "figure": f"missing {checks.get('spark_missing_rows')} / {checks.get('oracle_missing_rows')}, extra "
+                  f"{checks.get('spark_extra_rows')} / {checks.get('oracle_extra_rows')} (Spark / reference reader)"}
+    stream = writer["stream"]
+    goals["writer_streaming_commits_never_fail_because_of_compaction"] = {
+        "met": stream["failed_attempts_otherwise"] == 0 and stream["commits"] > 0,
+        "figure": f"{stream['commits']} commits; failed attempts {stream['failed_attempts']} "
+                  f"({stream['failed_attempts_in_outage']} during the PostgreSQL outage); latency p50 "
+                  f"{stream['latency_p50_s']} s, p99 {stream['latency_p99_s']} s, max {stream['latency_max_s']} s"}
+    dml = {k: writer[k] for k in ("delete", "merge")}
+    goals["position_delete_commit_conflicts_reported"] = {
+        "met": True, "figure": ", ".join(f"{k}: {v['commits']} commits, {v['failed_attempts']} failed attempts "
+                                         f"{v['errors']}" for k, v in dml.items())}
+    runs = sorted((r for r in report.runs if not r["dry_run"]), key=lambda r: r["started_at"] or 0)
+    first_commit = next((r["finished_at"] for r in runs if r["outcomes"].get("committed")), None)
+    after = [s for s in report.samples if first_commit and s["t"] > first_commit and "error" not in s]
+    worst = max((s["max_partition_delete_files"] for s in after), default=None)
+    goals["delete_files_per_partition_bounded"] = {
+        "met": worst is not None and worst <= 2 * minor_trigger,
+        "figure": f"max delete files of a partition after the first compaction {worst} (bound 2 x {minor_trigger})"}
+    ratios = sorted(s["scan_ratio"] for s in after if "scan_ratio" in s)
+    goals["scan_within_1_5x_of_after_full_compaction"] = {
+        "met": bool(ratios) and ratios[-1] <= 1.5,
+        "figure": (f"scan per row over a compacted copy's, measured side by side every sample after the first "
+                   f"compaction: median {_quantile(ratios, 0.5):.2f}x, p90 {_quantile(ratios, 0.9):.2f}x, max "
+                   f"{ratios[-1]:.2f}x ({len(ratios)} samples); at the end, after the last compaction "
+                   f"{checks.get('scan_end_s', 0):.2f} s vs {checks.get('scan_after_full_s', 0):.2f} s after a full "
+                   f"compaction") if ratios else "no scans"}
+    killed = next((f for f in report.faults if f["kind"] == "kill_job"), None)
+    killed_run = killed.get("run_id") if killed else None
+    non_terminal = [r["run_id"] for r in runs if r["status"] in ("planned", "running")]
+    bad = [r for r in runs if r["run_id"] != killed_run and r["status"] not in ("succeeded", "partial")]
+    partial_without_reason = [r for r in runs if r["status"] == "partial" and not r["reasons"]]
+    goals["every_run_terminal_and_succeeded"] = {
+        "met": not non_terminal and not bad and not partial_without_reason and bool(runs),
+        "figure": f"{len(runs)} runs: {dict(Counter(r['status'] for r in runs))}; not terminal {non_terminal}; "
+                  f"failed other than the killed one {[r['run_id'] for r in bad]}"}
+    after_fault = []
+    for fault in report.faults:
+        if fault.get("t") is None:
+            continue
+        end = fault.get("t_end", fault["t"])
+        nxt = next((r for r in runs if (r["started_at"] or 0) > end and r["run_id"] != killed_run), None)
+        after_fault.append((fault["kind"], nxt["status"] if nxt else None))
+    goals["run_after_each_fault_succeeds"] = {
+        "met": bool(after_fault) and all(s in ("succeeded", "partial") for _, s in after_fault)
+        and len(after_fault) == len([f for f in report.faults]),
+        "figure": ", ".join(f"{k}: next run {s}" for k, s in after_fault) or "no faults"}
+    goals["killed_run_failed_and_table_unchanged"] = {
+        "met": bool(killed and killed.get("run_status") == "failed" and killed.get("snapshots_of_its_plan") == 0),
+        "figure": (f"run {killed.get('run_id')} {killed.get('run_status')}, snapshots of its plan "
+                   f"{killed.get('snapshots_of_its_plan')}") if killed else "no job was killed"}
+    goals["no_snapshot_of_ours_unvalidated"] = {
+        "met": checks.get("unvalidated_snapshots") == [],
+        "figure": f"{checks.get('our_snapshots')} snapshots of ours ({checks.get('our_snapshots_on_main')} on main), "
+                  f"{checks.get('committed_outcome_snapshots')} committed outcomes; unvalidated "
+                  f"{checks.get('unvalidated_snapshots')}"}
+    report.goals = goals
+    return goals
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 2 and args[0] == "writer":
+        return SoakWriter(Path(args[1])).run()
+    print("usage: python -m compaction.testing.soak writer WORKDIR (the soak's writer process; see bench/soak.py)",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""A short soak (compaction.testing.soak; bench/soak.py runs the 15-minute one): a writer process committing every 2 s
+(fragments + equality deletes, a Spark DELETE / MERGE every 30 s), Airflow's scheduler running the compaction DAG
+every minute on a PostgreSQL catalog and ledger, and the three faults: a compaction job SIGKILLed mid-rewrite, the
+scheduler SIGKILLed and restarted, PostgreSQL stopped for a few seconds. The invariants, not the timings, are
+asserted: the table holds exactly the writer's rows, every ledger run is terminal, the killed run is failed and left
+nothing, no snapshot of ours is unvalidated, the writer's streaming commits never failed but for the outage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compaction.testing.soak import SoakConfig, evaluate, minor_trigger, run_soak, writer_summary
+
+
+def test_short_soak_with_faults_loses_nothing_and_never_blocks_the_writer(spark, tmp_path: Path) -> None:
+    config = SoakConfig(duration_s=130, size="xs", format_version=3, kill_job_at=0.1, kill_scheduler_at=0.45,
+                        postgres_outage_at=0.7, postgres_outage_s=8, sample_interval_s=15, scan_every=2)
+    report = run_soak(config, tmp_path / "soak", spark=spark)
+    goals = evaluate(report, minor_trigger(config))
+    summary = "\n".join(f"{'met' if g['met'] else 'NOT MET'} {k}: {g['figure']}" for k, g in goals.items())
+    checks = report.checks
+
+    # Content: Spark and the reference reader both hold exactly the writer's model.
+    assert checks["expected_rows"] > 20_000
+    assert (checks["spark_missing_rows"], checks["spark_extra_rows"]) == (0, 0), summary
+    assert (checks["oracle_missing_rows"], checks["oracle_extra_rows"]) == (0, 0), summary
+    assert (checks["spark_missing_rows_after_full"], checks["spark_extra_rows_after_full"]) == (0, 0)
+
+    # The writer was never blocked: streaming commits failed only while PostgreSQL was down, and it kept committing.
+    writer = writer_summary(report.writer_events, report.faults)
+    assert writer["stream"]["failed_attempts_otherwise"] == 0, writer
+    assert writer["stream"]["commits"] >= 30, writer
+    assert writer["delete"]["commits"] + writer["merge"]["commits"] >= 2, writer
+
+    # Faults: all three happened; the killed job's run is failed and committed nothing; the next runs succeeded.
+    kinds = {f["kind"]: f for f in report.faults}
+    assert set(kinds) == {"kill_job", "kill_scheduler", "postgres_outage"}, report.faults
+    assert kinds["kill_job"].get("t") is not None, report.faults
+    assert goals["killed_run_failed_and_table_unchanged"]["met"], summary
+    assert goals["run_after_each_fault_succeeds"]["met"], summary
+    assert report.checks["final_dag_run"]["state"] == "success", report.checks
+
+    # The ledger: every run terminal, none failed but the killed one; no snapshot of ours left unvalidated.
+    assert goals["every_run_terminal_and_succeeded"]["met"], summary
+    assert goals["no_snapshot_of_ours_unvalidated"]["met"], summary
+    assert sum(1 for r in report.runs if r["outcomes"].get("committed")) >= 2, report.runs
