@@ -83,6 +83,8 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=15.0)
     ap.add_argument("--size", default="s", help="bulk generator size of the base table (xs, s, m)")
     ap.add_argument("--formats", default="2,3")
+    ap.add_argument("--scan-every", type=int, default=2,
+                    help="a side-by-side scan pair at every N-th 10-s sample (each pair loads the 2 cores for seconds)")
     ap.add_argument("--out", default=str(RESULTS / "soak"), help="results path prefix")
     ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
     args = ap.parse_args()
@@ -98,7 +100,8 @@ def main() -> int:
     all_met = True
     try:
         for version in (int(v) for v in args.formats.split(",")):
-            config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version)
+            config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version,
+                                scan_every=args.scan_every)
             t0 = time.time()
             report = run_soak(config, workroot / f"v{version}", spark=spark)
             goals = evaluate(report, minor_trigger(config))
