@@ -180,3 +180,24 @@ def test_invalid_params_fail_before_any_work(sqlite_catalog: CatalogConfig, airf
 
     with pytest.raises(ParamValidationError, match="max_parallel_jobs"):
         fresh_dag().test(run_conf={"max_parallel_jobs": 0})
+
+
+def test_a_retried_record_task_reports_a_recorded_failure_again(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the soak's review: on a retry, record found the run already terminal and returned without raising,
+    # so a retried record turned a failed compaction into a green task.
+    from compaction.core.errors import RewriteJobError
+    from compaction.ledger import Ledger, RunStatus
+    from icecompact_airflow import tasks
+
+    monkeypatch.setenv("ICECOMPACT_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    with Ledger.open() as ledger:
+        failed = ledger.start_run("db.t", "cat")
+        ledger.finish_run(failed, RunStatus.FAILED, exit_code=8, error="job group 0 wrote no result")
+        fine = ledger.start_run("db.t2", "cat")
+        ledger.finish_run(fine, RunStatus.SUCCEEDED, exit_code=0)
+    plans = [{"table": "db.t", "run_id": failed, "plan_path": str(tmp_path / "plan.json"), "groups": [0]},
+             {"table": "db.t2", "run_id": fine, "plan_path": str(tmp_path / "plan2.json"), "groups": [0]}]
+    with pytest.raises(RewriteJobError, match=f"run {failed}\\): failed"):
+        tasks.record(plans, {})
+    assert [r["status"] for r in tasks.record(plans[1:], {})] == ["succeeded"]
