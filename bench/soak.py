@@ -78,6 +78,29 @@ def chart(reports: dict[int, dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def describe(version: int, report: Any, goals: dict[str, dict[str, Any]], wall_minutes: float | None) -> list[str]:
+    wall = f" ({wall_minutes:.1f} min wall)" if wall_minutes is not None else ""
+    lines = [f"== format v{version}{wall}"]
+    for name, goal in goals.items():
+        lines.append(f"  {'MET    ' if goal['met'] else 'NOT MET'}  {name}: {goal['figure']}")
+    for fault in report.faults:
+        at = f"t={fault['t'] - report.started:.0f} s" if fault.get("t") else "not triggered"
+        run = f", run {fault.get('run_id')} {fault.get('run_status')}" if fault["kind"] == "kill_job" else ""
+        lines.append(f"  fault {fault['kind']} at {at}{run}")
+    runs = sorted((r for r in report.runs if not r["dry_run"]), key=lambda r: r["started_at"] or 0)
+    for r in runs:
+        took = (r["finished_at"] or 0) - (r["started_at"] or 0)
+        lines.append(f"  run t={(r['started_at'] or 0) - report.started:5.0f} s {took:5.0f} s {r['status']:9} "
+                     f"{r['kinds']} {r['outcomes']} conflicts {r['conflicts']}"
+                     f"{' ' + '; '.join(r['reasons']) if r['reasons'] else ''}")
+    from compaction.testing.soak import writer_summary
+
+    lines.append(f"  writer: {json.dumps(writer_summary(report.writer_events, report.faults))}")
+    lines.append(f"  checks: {json.dumps({k: v for k, v in report.checks.items() if k != 'plans_with_snapshots'})}")
+    lines.append("")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=15.0)
@@ -87,53 +110,62 @@ def main() -> int:
                     help="a side-by-side scan pair at every N-th 10-s sample (each pair loads the 2 cores for seconds)")
     ap.add_argument("--out", default=str(RESULTS / "soak"), help="results path prefix")
     ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
+    ap.add_argument("--from-json", default=None,
+                    help="no new run: evaluate the goals again on a stored soak.json and rewrite .txt and .png")
     args = ap.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    from compaction.spark.session import SparkSettings, build_session
-    from compaction.testing.soak import SoakConfig, evaluate, minor_trigger, run_soak
+    from compaction.testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak
 
-    workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
-    spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
     reports: dict[int, dict[str, Any]] = {}
-    lines = [f"soak: {args.minutes:g} min per format, size {args.size}, work folder {workroot}", ""]
     all_met = True
-    try:
-        for version in (int(v) for v in args.formats.split(",")):
-            config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version,
-                                scan_every=args.scan_every)
-            t0 = time.time()
-            report = run_soak(config, workroot / f"v{version}", spark=spark)
-            goals = evaluate(report, minor_trigger(config))
-            data = report.to_json()
-            data["writer_events"] = report.writer_events
-            reports[version] = data
-            lines.append(f"== format v{version} ({(time.time() - t0) / 60:.1f} min wall)")
-            for name, goal in goals.items():
-                lines.append(f"  {'MET    ' if goal['met'] else 'NOT MET'}  {name}: {goal['figure']}")
-                all_met &= bool(goal["met"])
-            for fault in report.faults:
-                lines.append(f"  fault {fault['kind']} at t={(fault['t'] or start_of(report)) - report.started:.0f} s"
-                             f"{'' if fault.get('t') else ' (not triggered)'}"
-                             f"{', run ' + str(fault.get('run_id')) + ' ' + str(fault.get('run_status')) if fault['kind'] == 'kill_job' else ''}")
-            lines.append(f"  writer: {json.dumps(data['writer'])}")
-            lines.append(f"  checks: {json.dumps({k: v for k, v in report.checks.items() if k != 'plans_with_snapshots'})}")
-            lines.append("")
-            print("\n".join(lines[-len(goals) - 5:]), flush=True)
-    finally:
-        spark.stop()
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
-    out.with_suffix(".json").write_text(json.dumps(reports, indent=1, default=str))
-    if reports:
-        chart(reports, out.with_suffix(".png"))
-    print(f"wrote {out}.txt, .json, .png")
+    if args.from_json:
+        stored = json.loads(Path(args.from_json).read_text())
+        lines = [stored.get("header", "soak (re-evaluated from stored figures)"), ""]
+        for key, data in sorted((k, v) for k, v in stored.items() if k != "header"):
+            report = SoakReport.from_json(data)
+            goals = evaluate(report, minor_trigger(report.config))
+            data["goals"] = goals
+            reports[int(key)] = data
+            lines += describe(int(key), report, goals, data.get("wall_minutes"))
+            all_met &= all(g["met"] for g in goals.values())
+    else:
+        from compaction.spark.session import SparkSettings, build_session
+
+        workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
+        header = f"soak: {args.minutes:g} min per format, size {args.size}, work folder {workroot}"
+        lines = [header, ""]
+        spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
+        try:
+            for version in (int(v) for v in args.formats.split(",")):
+                config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version,
+                                    scan_every=args.scan_every)
+                t0 = time.time()
+                report = run_soak(config, workroot / f"v{version}", spark=spark)
+                goals = evaluate(report, minor_trigger(config))
+                data = report.to_json()
+                data["writer_events"] = report.writer_events
+                data["wall_minutes"] = (time.time() - t0) / 60
+                reports[version] = data
+                described = describe(version, report, goals, data["wall_minutes"])
+                lines += described
+                all_met &= all(g["met"] for g in goals.values())
+                print("\n".join(described), flush=True)
+                write_results(Path(args.out), lines, reports)  # after each format: a later failure keeps these
+        finally:
+            spark.stop()
+    write_results(Path(args.out), lines, reports)
     return 0 if all_met else 1
 
 
-def start_of(report: Any) -> float:
-    return float(report.started)
+def write_results(out: Path, lines: list[str], reports: dict[int, dict[str, Any]]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"header": lines[0], **{str(k): v for k, v in reports.items()}},
+                                                   indent=1, default=str))
+    if reports:
+        chart(reports, out.with_suffix(".png"))
+    print(f"wrote {out}.txt, .json, .png", flush=True)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from compaction.catalog import CatalogConfig
 
 NAMESPACE = "soak"
 TABLE = "events"
-CATALOG_NAME = "soak"
+CATALOG_PREFIX = "soak"
 COMMIT_MARKER = "soak.commit-id"
 WRITER_CONFIG = "writer-config.json"
 
@@ -417,6 +417,14 @@ class SoakReport:
     goals: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: float = 0.0
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SoakReport:
+        """A report back from :meth:`to_json` (plus ``writer_events``), e.g. to evaluate the goals again."""
+        config = SoakConfig(**{k: v for k, v in data["config"].items() if k in SoakConfig.__dataclass_fields__})
+        return cls(config, samples=list(data["samples"]), faults=list(data["faults"]),
+                   writer_events=list(data.get("writer_events", [])), runs=list(data["runs"]),
+                   checks=dict(data["checks"]), started=float(data["started"]))
+
     def to_json(self) -> dict[str, Any]:
         return {"config": dataclasses.asdict(self.config), "started": self.started, "samples": self.samples,
                 "faults": self.faults, "runs": self.runs, "checks": self.checks, "goals": self.goals,
@@ -547,7 +555,9 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
     airflow: _Airflow | None = None
     own_spark = spark is None
     try:
-        catalog = CatalogConfig(CATALOG_NAME, {
+        # A new name per run: Spark keeps a catalog's instance (and its JDBC pool) for the session's lifetime, so a
+        # second run in the same session must not reuse the first run's name for another database.
+        catalog = CatalogConfig(f"{CATALOG_PREFIX}{uuid.uuid4().hex[:8]}", {
             "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database("soak_catalog")),
             "warehouse": (workdir / "warehouse").as_uri()})
         (workdir / "warehouse").mkdir(exist_ok=True)
@@ -555,7 +565,7 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
         from icecompact_airflow.connections import connection_env
 
         base_env = {**os.environ, **connection_env(catalog), "ICECOMPACT_LEDGER_URL": ledger_url,
-                    "ICECOMPACT_CATALOG": CATALOG_NAME, "ICECOMPACT_HOME": str(workdir / "home"),
+                    "ICECOMPACT_CATALOG": catalog.name, "ICECOMPACT_HOME": str(workdir / "home"),
                     "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
                     "ICECOMPACT_FAULT_INJECT": f"signal:before-rewrite:{workdir / 'kill-token'}"}
         (workdir / WRITER_CONFIG).write_text(json.dumps({
@@ -862,9 +872,17 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
     first_commit = next((r["finished_at"] for r in runs if r["outcomes"].get("committed")), None)
     after = [s for s in report.samples if first_commit and s["t"] > first_commit and "error" not in s]
     worst = max((s["max_partition_delete_files"] for s in after), default=None)
+    # Every streaming commit adds an equality-delete file to each partition it touches (all of them here), so between
+    # two compactions of a partition about cycle / commit interval files arrive whatever the policy says.
+    commit_ends = sorted(r["finished_at"] for r in runs if r["outcomes"].get("committed") and r["finished_at"])
+    gaps = sorted(b - a for a, b in zip(commit_ends, commit_ends[1:]))
+    cycle = _quantile(gaps, 0.5)
+    arriving = f"{cycle / report.config.commit_interval_s:.0f}" if cycle else "?"
     goals["delete_files_per_partition_bounded"] = {
         "met": worst is not None and worst <= 2 * minor_trigger,
-        "figure": f"max delete files of a partition after the first compaction {worst} (bound 2 x {minor_trigger})"}
+        "figure": f"max delete files of a partition after the first compaction {worst} (bound 2 x {minor_trigger}); "
+                  f"median time between committing compaction runs {cycle or 0:.0f} s, in which the writer adds "
+                  f"~{arriving} equality-delete files to every partition"}
     ratios = sorted(s["scan_ratio"] for s in after if "scan_ratio" in s)
     goals["scan_within_1_5x_of_after_full_compaction"] = {
         "met": bool(ratios) and ratios[-1] <= 1.5,
