@@ -23,7 +23,7 @@ from compaction.core.policy import CompactionPolicy
 from compaction.inspect import inspect_table, load_table, table_state
 from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
 from compaction.spark.session import SparkSettings
-from compaction.spark.submit import SubmitRequest, make_app_name, run_submit
+from compaction.spark.submit import SubmitRequest, make_app_name, read_group_result, run_submit
 
 MAX_PARALLEL_JOBS_DEFAULT = 2
 UNSUPPORTED_PREFIX = "unsupported: "
@@ -153,7 +153,10 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
         try:
             outcome = run_submit(request, on_output=progress, timeout_s=timeout_s)
         except CompactionError as e:
-            return group_id, getattr(e, "result", None), str(e)
+            result = getattr(e, "result", None)
+            if result is None:  # what a job that ended early had committed and validated
+                result, _ = read_group_result(request.result_path)
+            return group_id, result, str(e)
         if outcome.result is None:
             return group_id, None, f"job group {group_id} exited {outcome.returncode} without a result"
         return group_id, outcome.result, None

@@ -218,6 +218,7 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
     from compaction.core.plan import CompactionPlan
     from compaction.ledger import Ledger
     from compaction.runner import finish_recorded_run, record_group_result
+    from compaction.spark.submit import read_group_result
 
     records: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -238,10 +239,10 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
             errors: list[str] = []
             exit_codes: list[int] = []
             for group_id in p["groups"]:
-                path = result_path(p["plan_path"], group_id)
-                result = json.loads(path.read_text()) if path.exists() else None
-                error = None if result is not None else (
-                    f"job group {group_id} wrote no result (spark-submit failed or was killed: see the compact task log)")
+                result, error = read_group_result(result_path(p["plan_path"], group_id))
+                if result is None:
+                    error = (f"job group {group_id} wrote no result (spark-submit failed or was killed: see the "
+                             "compact task log)")
                 recorded = record_group_result(ledger, run_id, compaction_plan, int(group_id), result, error,
                                                params.validation, progress=echo)
                 outcomes.extend(recorded.outcomes)

@@ -163,3 +163,46 @@ def test_selective_major_rewrites_small_and_delete_heavy_files_only(spark, reque
         assert min(known.get(d.path, 0), d.record_count) / d.record_count >= ratio, \
             f"segment under the ratio rewritten: {d.path}"
     assert_deletes_settled(after, outcomes)
+
+
+def test_a_job_that_ends_early_leaves_a_record_of_what_it_committed(spark, postgres_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                                    tmp_path) -> None:
+    # Found by the soak: a job SIGKILLed after some partitions were committed and validated wrote no result, so the
+    # ledger recorded every partition failed while 7 validated snapshots of that run were on main. The job now
+    # checkpoints an incomplete result after each validated step; record takes what it reports.
+    from compaction.ledger import Ledger, OutcomeStatus, RunStatus
+    from compaction.runner import finish_recorded_run, record_group_result
+    from compaction.spark.submit import progress_path, read_group_result
+
+    generate(spark, postgres_catalog, "cdc.t", WorkloadSpec(seed=17, commits=4, rows_per_commit=40, days_span=3,
+                                                           partitioning="days_ts"))
+    state = inspect_table(postgres_catalog, "cdc.t")
+    the_plan = plan(state, CompactionPolicy.resolve(state.properties, FULL), CompactionMode.MAJOR, NOW)
+    group = the_plan.groups[0]
+    assert len(group.partitions) >= 2
+    checkpoints: list[dict] = []  # type: ignore[type-arg]
+    final = run_group(spark, the_plan, group.group_id, level=ValidationLevel.COUNT, checkpoint=checkpoints.append)
+    assert final.status == "succeeded" and checkpoints
+    assert all(c["status"] == "incomplete" and c["error"] for c in checkpoints)
+    last = checkpoints[-1]
+    assert {p["label"] for p in last["partitions"]} == {p.label for p in final.partitions}
+    table = postgres_catalog.load().load_table(("cdc", "t"))
+    on_main = {s.snapshot_id for s in table.snapshots()}
+    assert all(set(p["commit_snapshot_ids"]) <= on_main for p in last["partitions"] if p["status"] == COMMITTED)
+
+    # As if the job had been killed after its first partition: only a progress file, reporting one partition.
+    result_path = tmp_path / "result-g0.json"
+    killed = {**last, "partitions": last["partitions"][:1]}
+    progress_path(result_path).write_text(__import__("json").dumps(killed))
+    result, error = read_group_result(result_path)
+    assert result == killed and "ended before writing its result" in (error or "")
+    with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        run_id = ledger.start_run(plan=the_plan)
+        recorded = record_group_result(ledger, run_id, the_plan, group.group_id, result, error, "count")
+        status, exit_code = finish_recorded_run(ledger, run_id, recorded.outcomes,
+                                                [recorded.error] if recorded.error else [], [recorded.exit_code])
+        outcomes = {o.partition_label: o for o in ledger.outcomes(run_id)}
+    first = killed["partitions"][0]["label"]
+    assert outcomes[first].status is OutcomeStatus.COMMITTED and outcomes[first].commit_snapshot_id in on_main
+    assert all(o.status is OutcomeStatus.FAILED for label, o in outcomes.items() if label != first)
+    assert status is RunStatus.PARTIAL and exit_code != 0

@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from compaction.spark.job import error_result, run_group
+    from compaction.spark.submit import progress_path
     from compaction.spark.validation import ValidationLevel
 
     plan_id, table = "?", "?"
@@ -55,10 +56,12 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = SparkSession.builder.getOrCreate()
         result = run_group(spark, plan, args.group, level=level, max_retries=args.max_retries,
-                           progress=lambda m: print(m, file=sys.stderr, flush=True))
+                           progress=lambda m: print(m, file=sys.stderr, flush=True),
+                           checkpoint=lambda incomplete: _write(progress_path(args.result), incomplete))
     except CompactionError as e:
         result = error_result(plan_id, args.group, table, e)
     _write(args.result, result.to_dict())
+    progress_path(args.result).unlink(missing_ok=True)
     print(f"icecompact: group {args.group} {result.status}", file=sys.stderr, flush=True)
     return result.exit_code
 

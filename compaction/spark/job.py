@@ -6,6 +6,7 @@ failure never loses another's committed work: every partition commits on its own
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import uuid
@@ -891,7 +892,11 @@ def _group_rows(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
 def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: ValidationLevel,
               max_retries: int = MAX_RETRIES_DEFAULT,
               progress: Callable[[str], None] | None = None,
-              group_commit: bool = GROUP_COMMIT_DEFAULT) -> GroupResult:
+              group_commit: bool = GROUP_COMMIT_DEFAULT,
+              checkpoint: Callable[[dict[str, Any]], None] | None = None) -> GroupResult:
+    """Run job group ``group_id`` of ``plan``. ``checkpoint`` receives an incomplete result (``status``
+    ``incomplete``) whenever a partition's work is committed and validated, so that a job killed later still leaves
+    a record of what it changed (the spark-submit entry point writes it next to the result file)."""
     J.activate(spark)
     groups = {g.group_id: g for g in plan.groups}
     result = GroupResult(plan.plan_id, group_id, str(plan.table))
@@ -901,10 +906,26 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
         return result
     tasks = _merge_tasks(groups[group_id].tasks)
     group = _group_rows(spark, plan, tasks, level)
+    settled: dict[Any, PartitionResult] = {}
+    rewrites: dict[Any, PartitionResult] = {}  # selective tasks whose file rewrite is done and validated
+
+    def save_progress() -> None:
+        if checkpoint is None:
+            return
+        parts = {p.label: p for p in result.partitions}
+        for key, part in settled.items():
+            parts.setdefault(key.label(), part)
+        for key, part in rewrites.items():
+            if key.label() not in parts:
+                parts[key.label()] = dataclasses.replace(
+                    part, reason="file rewrite committed and validated; the job ended before the rest of the work")
+        incomplete = GroupResult(plan.plan_id, group_id, str(plan.table), status="incomplete",
+                                 partitions=list(parts.values()), exit_code=RewriteJobError.exit_code,
+                                 error="the job ended before it reported every partition (killed or crashed)")
+        checkpoint(incomplete.to_dict())
+
     try:
-        settled: dict[Any, PartitionResult] = {}
         conflicts: dict[Any, list[dict[str, Any]]] = {}
-        rewrites: dict[Any, PartitionResult] = {}  # selective tasks whose file rewrite is done and validated
         if group_commit:
             done, seen = _run_major_group(spark, plan, tasks, level=level, progress=progress, group=group)
             settled.update(done)
@@ -915,6 +936,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
                 for key, part in done.items():
                     (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
                 conflicts.update(seen)
+            save_progress()
         pending = [t for t in tasks if t.partition not in settled]
         prepared = _prepare_minor_group(spark, plan, pending, progress)
         if group_commit:
@@ -922,6 +944,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
                                           prepared=prepared)
             settled.update({k: _combine(rewrites.get(k), r) for k, r in done.items()})
             conflicts.update(seen)
+            save_progress()
         for task in tasks:
             if task.partition in settled:
                 result.partitions.append(settled[task.partition])
@@ -932,6 +955,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
                 part.conflicts = conflicts[task.partition] + part.conflicts
                 part.attempts += 1
             result.partitions.append(_combine(rewrites.get(task.partition), part))
+            save_progress()
     finally:
         if group is not None:
             group.close()

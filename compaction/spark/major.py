@@ -66,13 +66,17 @@ def find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | N
 FAULT_ENV = "ICECOMPACT_FAULT_INJECT"
 
 
+_signal_point_seen = False
+
+
 def _inject_fault(point: str, spark: Any = None) -> None:
     """Fault injection for the kill -9 tests; unset in normal operation. ``ICECOMPACT_FAULT_INJECT``:
 
     * ``sleep:<point>:<seconds>`` pauses every job at ``point`` so that a test can kill it there;
     * ``signal:<point>:<token file>`` arms one job only: the job that claims ``<token file>`` (renames it, so two
-      jobs never both claim it) carries on, and once a Spark stage of the work after ``point`` is running it writes
-      ``<token file>.pids`` (JSON: its own and its parent's process ids), so that a soak can kill it mid-rewrite."""
+      jobs never both claim it) at its first rewrite (it has committed nothing yet) carries on, and once a Spark
+      stage of the work after ``point`` is running it writes ``<token file>.pids`` (JSON: its own and its parent's
+      process ids), so that a soak can kill it mid-rewrite."""
     spec = os.environ.get(FAULT_ENV, "")
     parts = spec.split(":", 2)
     if len(parts) != 3 or parts[1] != point:
@@ -81,6 +85,10 @@ def _inject_fault(point: str, spark: Any = None) -> None:
         print(f"icecompact: fault injection: sleeping {parts[2]}s at {point}", file=sys.stderr, flush=True)
         time.sleep(float(parts[2]))
     elif parts[0] == "signal" and spark is not None:
+        global _signal_point_seen
+        if _signal_point_seen:
+            return  # only a job at its first rewrite is armed: it has committed nothing yet
+        _signal_point_seen = True
         token = parts[2]
         try:
             os.rename(token, f"{token}.claimed")

@@ -495,6 +495,28 @@ def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:
         lines.put(None)
 
 
+def progress_path(result_path: Path) -> Path:
+    """Where a running job keeps its incomplete result (what it has committed and validated so far)."""
+    return result_path.with_name(f"{result_path.stem}.progress.json")
+
+
+def read_group_result(result_path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(result, error) of a job group from its files: the result; else the incomplete result of a job that ended
+    early (what it had committed and validated is recorded, the rest fails); else nothing."""
+    result = _read_result(result_path)
+    if result is not None:
+        return result, None
+    try:
+        incomplete = _read_result(progress_path(result_path))
+    except SparkSubmitError:
+        incomplete = None
+    if incomplete is not None:
+        done = len(incomplete.get("partitions") or [])
+        return incomplete, (f"the job ended before writing its result (spark-submit failed or was killed) after "
+                            f"reporting {done} partition(s); the rest is recorded failed")
+    return None, None
+
+
 def _read_result(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
@@ -549,6 +571,7 @@ def run_submit(
     timed_out = False
     try:
         request.result_path.unlink(missing_ok=True)
+        progress_path(request.result_path).unlink(missing_ok=True)
         request.result_path.parent.mkdir(parents=True, exist_ok=True)
         private_dir = Path(tempfile.mkdtemp(prefix="icecompact-submit-"))  # mode 0700
     except OSError as e:
