@@ -564,7 +564,10 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
         ledger_url = cluster.sqlalchemy_uri(cluster.create_database("soak_ledger"))
         from icecompact_airflow.connections import connection_env
 
-        base_env = {**os.environ, **connection_env(catalog), "ICECOMPACT_LEDGER_URL": ledger_url,
+        # Airflow settings of the calling process (e.g. a test session's AIRFLOW__DATABASE__SQL_ALCHEMY_CONN) would
+        # override the soak's own airflow.cfg: the soak's processes start without them.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        base_env = {**inherited, **connection_env(catalog), "ICECOMPACT_LEDGER_URL": ledger_url,
                     "ICECOMPACT_CATALOG": catalog.name, "ICECOMPACT_HOME": str(workdir / "home"),
                     "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
                     "ICECOMPACT_FAULT_INJECT": f"signal:before-rewrite:{workdir / 'kill-token'}"}
