@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
+from compaction.testing.processes import stop_process_group
 
 NAMESPACE = "soak"
 TABLE = "events"
@@ -366,13 +367,8 @@ class _Airflow:
                 pass
         self.old_groups.clear()
         for proc in (self.scheduler, self.api):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            if proc is not None:
+                stop_process_group(proc, timeout=60)
         for log in self.logs:
             log.close()
 

@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from compaction.testing.processes import stop_process_group
+
 READY_ATTEMPTS = 600  # x 0.5 s
 
 
@@ -47,13 +49,7 @@ class StandaloneCluster:
 
     def stop(self) -> None:
         for proc in (self.worker, self.master):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop_process_group(proc)
 
 
 def _wait_for(log: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
