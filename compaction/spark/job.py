@@ -370,6 +370,18 @@ def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, b
     return False
 
 
+def _wait_for_catalog(err: CatalogUnavailableError, since: float | None,
+                      progress: Callable[[str], None] | None) -> float | None:
+    """Sleep one retry interval while the catalog has been unreachable for less than CATALOG_OUTAGE_WAIT_S; returns
+    when the outage started, or ``None`` once waiting longer is pointless (the caller fails)."""
+    since = since or time.monotonic()
+    if time.monotonic() - since >= CATALOG_OUTAGE_WAIT_S:
+        return None
+    _emit(progress, f"icecompact: {err}; waiting for the catalog")
+    time.sleep(CATALOG_RETRY_INTERVAL_S)
+    return since
+
+
 def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: CompactionTask, *,
              level: ValidationLevel, max_retries: int,
              progress: Callable[[str], None] | None = None, prepared: Any = None,
@@ -387,10 +399,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         except Exception as e:
             err = classify_java_error(e, f"cannot load {identifier}")
             if isinstance(err, CatalogUnavailableError):
-                unavailable_since = unavailable_since or time.monotonic()
-                if time.monotonic() - unavailable_since < CATALOG_OUTAGE_WAIT_S:
-                    _emit(progress, f"icecompact: {err}; waiting for the catalog")
-                    time.sleep(CATALOG_RETRY_INTERVAL_S)
+                unavailable_since = _wait_for_catalog(err, unavailable_since, progress)
+                if unavailable_since is not None:
                     continue
             result.error, result.exit_code, result.status = str(err), err.exit_code, FAILED
             return result
@@ -440,10 +450,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 break
             if isinstance(err, CatalogUnavailableError):
                 # Nothing of ours is committed (checked above): the attempt can start over once the catalog answers.
-                unavailable_since = unavailable_since or time.monotonic()
-                if time.monotonic() - unavailable_since < CATALOG_OUTAGE_WAIT_S:
-                    _emit(progress, f"icecompact: {err}; waiting for the catalog, then retrying {key.label()}")
-                    time.sleep(CATALOG_RETRY_INTERVAL_S)
+                unavailable_since = _wait_for_catalog(err, unavailable_since, progress)
+                if unavailable_since is not None:
                     attempt -= 1  # an outage is not a conflict: it does not use up the retries
                     continue
                 result.status = FAILED
