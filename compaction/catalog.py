@@ -10,11 +10,25 @@ Configuration follows pyiceberg's own conventions: ``.pyiceberg.yaml`` (``$PYICE
         warehouse: file:///data/warehouse
         password: ...            # or PYICEBERG_CATALOG__PROD__PASSWORD
 
-The same properties produce the pyiceberg ``SqlCatalog`` (metadata-only work in Airflow) and the Spark
-``SparkCatalog`` conf (``type=jdbc``) used inside spark-submit. Both sides use the same catalog name, because
-Iceberg's JDBC catalog and pyiceberg's SQL catalog key every row by it. Secrets (the database password) are
-kept apart from the rest of the Spark conf so that callers can ship them in a private properties file instead
-of argv (see :meth:`CatalogConfig.spark_secret_conf`).
+      lake:
+        type: rest
+        uri: https://catalog.example.com/api/catalog
+        warehouse: analytics            # a warehouse name (Polaris, Lakekeeper) or s3://bucket
+        credential: CLIENT_ID:SECRET    # OAuth2 client credentials (or token: ... for a bearer token)
+        s3.endpoint: https://s3.example.com    # S3-compatible storage; s3.* as pyiceberg reads them
+        s3.region: us-east-1
+        s3.path-style-access: "true"
+        s3.access-key-id: ...           # when the catalog vends no credentials
+        s3.secret-access-key: ...
+
+The same properties produce the pyiceberg catalog (metadata-only work in Airflow) and the Spark ``SparkCatalog``
+conf used inside spark-submit: ``type: sql`` becomes Iceberg's JDBC catalog (both sides use the same catalog name,
+because Iceberg's JDBC catalog and pyiceberg's SQL catalog key every row by it); ``type: rest`` becomes Iceberg's
+REST catalog with ``S3FileIO`` when the storage is S3 (pyiceberg's ``s3.*`` keys translated to Java's); any other
+type (``glue``, ``hive``, ``nessie``, ...) is passed to both engines as it is, untested here. Secrets (database
+password, OAuth2 credential, bearer token, S3 secret key, session token) are kept apart from the rest of the Spark
+conf so that callers can ship them in a private properties file instead of argv (see
+:meth:`CatalogConfig.spark_secret_conf`).
 
 When no catalog is configured, the embedded default is a SQLite catalog plus a local warehouse under
 ``$ICECOMPACT_HOME`` (single writer; see docs/operations.md on SQLite and concurrent commits).
@@ -37,7 +51,15 @@ if TYPE_CHECKING:
 EMBEDDED_CATALOG_NAME = "icecompact"
 CATALOG_ENV = "ICECOMPACT_CATALOG"
 CATALOG_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-SECRET_KEYS = frozenset({"password", "jdbc.password", "credential", "token", "s3.secret-access-key"})
+SECRET_KEYS = frozenset({"password", "jdbc.password", "credential", "token", "s3.secret-access-key",
+                         "s3.session-token"})
+SQL_CATALOG = "sql"
+REST_CATALOG = "rest"
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+#: pyiceberg property -> Iceberg Java property, where the two differ (FileIO and REST client keys).
+JAVA_PROPERTY_NAMES = {"s3.region": "client.region"}
+#: pyiceberg-only properties that mean nothing to Iceberg's Java catalogs.
+PYICEBERG_ONLY = frozenset({"type", "py-io-impl", "downcast-ns-timestamp-to-us-on-write"})
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 
 
@@ -100,18 +122,34 @@ class CatalogConfig:
     # pyiceberg side -------------------------------------------------------------------------------------
     @property
     def catalog_type(self) -> str:
-        return self.properties.get("type", "sql" if "uri" in self.properties else "").lower()
+        """``sql``, ``rest`` or another pyiceberg catalog type; inferred from the uri as pyiceberg does when unset."""
+        explicit = self.properties.get("type")
+        if explicit:
+            return explicit.lower()
+        uri = self.properties.get("uri", "")
+        if uri.startswith(("http://", "https://")):
+            return REST_CATALOG
+        return SQL_CATALOG if uri else ""
+
+    @property
+    def is_sql(self) -> bool:
+        return self.catalog_type == SQL_CATALOG
 
     def load(self) -> Catalog:
         """Return the pyiceberg catalog (errors wrapped as CatalogError)."""
-        if self.catalog_type != "sql":
-            raise ConfigError(f"catalog {self.name!r}: type {self.catalog_type!r} is not supported (use type: sql)")
+        if not self.catalog_type:
+            raise ConfigError(f"catalog {self.name!r}: set 'type' (sql, rest, ...) and 'uri'")
         try:
-            from pyiceberg.catalog.sql import SqlCatalog
+            if self.is_sql:
+                from pyiceberg.catalog.sql import SqlCatalog
 
-            return SqlCatalog(self.name, **self._pyiceberg_properties())
-        except Exception as e:  # SQLAlchemy/driver errors enter here
-            raise CatalogError(f"cannot open catalog {self.name!r} at {self.redacted_uri()}: {e}") from e
+                return SqlCatalog(self.name, **self._pyiceberg_properties())
+            from pyiceberg.catalog import load_catalog
+
+            return load_catalog(self.name, **{**self.properties, "type": self.catalog_type})
+        except Exception as e:  # SQLAlchemy/driver/HTTP errors enter here
+            raise CatalogError(f"cannot open catalog {self.name!r} at {self.redacted_uri()}: "
+                               f"{_redact(str(e), self.properties)}") from e
 
     def _pyiceberg_properties(self) -> dict[str, str]:
         props = dict(self.properties)
@@ -154,10 +192,11 @@ class CatalogConfig:
 
     def spark_conf(self) -> dict[str, str]:
         """Spark conf for this catalog, without secrets."""
-        if self.catalog_type != "sql":
-            raise ConfigError(f"catalog {self.name!r}: type {self.catalog_type!r} is not supported by the Spark job")
-        jdbc_url, user, _ = self._jdbc()
         prefix = f"spark.sql.catalog.{self.name}"
+        if not self.is_sql:
+            return {f"{prefix}.{k}": v for k, v in self._java_properties().items() if k not in SECRET_KEYS} | {
+                prefix: SPARK_CATALOG_CLASS}
+        jdbc_url, user, _ = self._jdbc()
         conf = {
             prefix: SPARK_CATALOG_CLASS,
             f"{prefix}.type": "jdbc",
@@ -173,8 +212,31 @@ class CatalogConfig:
 
     def spark_secret_conf(self) -> dict[str, str]:
         """Only the secret part of the Spark conf (ship it in a 0600 properties file, never in argv)."""
+        prefix = f"spark.sql.catalog.{self.name}"
+        if not self.is_sql:
+            return {f"{prefix}.{k}": v for k, v in self._java_properties().items() if k in SECRET_KEYS}
         _, _, password = self._jdbc()
-        return {f"spark.sql.catalog.{self.name}.jdbc.password": password} if password else {}
+        return {f"{prefix}.jdbc.password": password} if password else {}
+
+    def _java_properties(self) -> dict[str, str]:
+        """The properties of a non-SQL catalog as Iceberg's Java ``SparkCatalog`` reads them."""
+        if not self.properties.get("uri") and self.catalog_type == REST_CATALOG:
+            raise ConfigError(f"catalog {self.name!r}: property 'uri' is required")
+        props = {JAVA_PROPERTY_NAMES.get(k, k): v for k, v in self.properties.items() if k not in PYICEBERG_ONLY}
+        props["type"] = self.catalog_type
+        if self.catalog_type == REST_CATALOG:
+            # pyiceberg's default token endpoint; Java's relative default is deprecated (and logs so on every start).
+            if "credential" in props and "oauth2-server-uri" not in props:
+                props["oauth2-server-uri"] = props["uri"].rstrip("/") + "/v1/oauth/tokens"
+            if ("credential" in props or "token" in props) and "rest.auth.type" not in props:
+                props["rest.auth.type"] = "oauth2"
+            if "io-impl" not in props and self._uses_s3():
+                props["io-impl"] = S3_FILE_IO
+        return props
+
+    def _uses_s3(self) -> bool:
+        return any(k.startswith("s3.") for k in self.properties) or self.properties.get("warehouse", "").startswith(
+            ("s3://", "s3a://"))
 
     def redacted_uri(self) -> str:
         uri = self.properties.get("uri", "")
@@ -182,3 +244,14 @@ class CatalogConfig:
 
     def describe(self) -> dict[str, str]:
         return {k: ("***" if k in SECRET_KEYS else (self.redacted_uri() if k == "uri" else v)) for k, v in self.properties.items()}
+
+
+def _redact(text: str, properties: Mapping[str, str]) -> str:
+    """``text`` with every secret value of ``properties`` (and each half of a ``client_id:secret``) masked."""
+    for key in SECRET_KEYS:
+        value = properties.get(key)
+        if value:
+            for part in {value, *value.split(":", 1)[1:]}:
+                if len(part) >= 4:
+                    text = text.replace(part, "***")
+    return text

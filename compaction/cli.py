@@ -336,17 +336,22 @@ _NO_RECORD_HELP = "do not record the table's health sample in the ledger"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="icecompact", description=__doc__)
-    parser.add_argument("--catalog", help="catalog name from .pyiceberg.yaml / PYICEBERG_CATALOG__* (default: $ICECOMPACT_CATALOG, "
-                             "else the embedded SQLite catalog)")
+    catalog_help = ("catalog name from .pyiceberg.yaml / PYICEBERG_CATALOG__* / an Airflow-style definition (default: "
+                    "$ICECOMPACT_CATALOG, else the embedded SQLite catalog); see docs/catalogs.md")
+    parser.add_argument("--catalog", help=catalog_help)
+    # Also accepted after the subcommand (`icecompact inspect db.t --catalog lake`), as users type it; SUPPRESS keeps
+    # the subparser from overwriting a value given before the subcommand.
+    catalog_option = argparse.ArgumentParser(add_help=False)
+    catalog_option.add_argument("--catalog", default=argparse.SUPPRESS, help=catalog_help)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("inspect", help="per-partition health from metadata only (recorded in the ledger)")
+    p = sub.add_parser("inspect", parents=[catalog_option], help="per-partition health from metadata only (recorded in the ledger)")
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP)
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("plan", help="decide NONE/MINOR/MAJOR per partition and group the work")
+    p = sub.add_parser("plan", parents=[catalog_option], help="decide NONE/MINOR/MAJOR per partition and group the work")
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
     p.add_argument("--partition", metavar="FILTER",
@@ -357,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP)
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("run", help="plan and compact a table on Spark (spark-submit), record the run")
+    p = sub.add_parser("run", parents=[catalog_option], help="plan and compact a table on Spark (spark-submit), record the run")
     p.add_argument("table", help="NAMESPACE.TABLE")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
     p.add_argument("--partition", metavar="FILTER",
@@ -372,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP + " after the run")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("history", help="runs recorded in the ledger (or one run's per-partition outcomes)")
+    p = sub.add_parser("history", parents=[catalog_option], help="runs recorded in the ledger (or one run's per-partition outcomes)")
     p.add_argument("table", nargs="?", help="NAMESPACE.TABLE (default: all tables)")
     p.add_argument("--run", help="show one run's per-partition outcomes")
     p.add_argument("--limit", type=int, default=20, help="most recent runs to list (default 20)")

@@ -19,14 +19,12 @@ import os
 import struct
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 SOURCE_PREFIX = "org/apache/iceberg/shaded/org/apache/parquet/shaded/com/fasterxml/jackson/"
 TARGET_PREFIX = "org/apache/iceberg/shaded/com/fasterxml/jackson/"
-_SOURCE_INTERNAL = SOURCE_PREFIX.rstrip("/").encode()
-_TARGET_INTERNAL = TARGET_PREFIX.rstrip("/").encode()
-_SOURCE_DOTTED = _SOURCE_INTERNAL.replace(b"/", b".")
-_TARGET_DOTTED = _TARGET_INTERNAL.replace(b"/", b".")
 REPAIR_FORMAT = "1"
 
 # Constant pool tag -> fixed payload size in bytes (JVM spec table 4.4-B); Utf8 (1) is variable-length.
@@ -37,12 +35,30 @@ class JarRepairError(RuntimeError):
     pass
 
 
-def _relocate_text(data: bytes) -> bytes:
-    return data.replace(_SOURCE_INTERNAL, _TARGET_INTERNAL).replace(_SOURCE_DOTTED, _TARGET_DOTTED)
+@dataclass(frozen=True)
+class Relocation:
+    """Move the classes and resources under ``source`` (an internal-name prefix ending in ``/``) to ``target``,
+    rewriting every reference to them, in slash (``a/b/C``) and dotted (``a.b.C``) form."""
+
+    source: str
+    target: str
+
+    def rewrite(self, data: bytes) -> bytes:
+        src, dst = self.source.rstrip("/").encode(), self.target.rstrip("/").encode()
+        return data.replace(src, dst).replace(src.replace(b"/", b"."), dst.replace(b"/", b"."))
 
 
-def relocate_class(data: bytes) -> bytes:
-    """Return the class file with every Utf8 constant naming the source package rewritten."""
+JACKSON = (Relocation(SOURCE_PREFIX, TARGET_PREFIX),)
+
+
+def _relocate_text(data: bytes, rules: Sequence[Relocation] = JACKSON) -> bytes:
+    for rule in rules:
+        data = rule.rewrite(data)
+    return data
+
+
+def relocate_class(data: bytes, rules: Sequence[Relocation] = JACKSON) -> bytes:
+    """Return the class file with every Utf8 constant naming a source package rewritten."""
     if data[:4] != b"\xca\xfe\xba\xbe":
         raise JarRepairError("not a class file")
     (count,) = struct.unpack_from(">H", data, 8)
@@ -53,7 +69,7 @@ def relocate_class(data: bytes) -> bytes:
         tag = data[pos]
         if tag == 1:
             (length,) = struct.unpack_from(">H", data, pos + 1)
-            text = _relocate_text(data[pos + 3 : pos + 3 + length])
+            text = _relocate_text(data[pos + 3 : pos + 3 + length], rules)
             if len(text) > 0xFFFF:
                 raise JarRepairError("constant too long after relocation")
             out += bytes([1]) + struct.pack(">H", len(text)) + text
@@ -71,6 +87,45 @@ def relocate_class(data: bytes) -> bytes:
     return bytes(out)
 
 
+def relocate_jar(
+    source_jar: Path,
+    output_jar: Path,
+    rules: Sequence[Relocation],
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+) -> int:
+    """Write ``output_jar`` with the entries of ``source_jar`` under a rule's source moved to its target, plus the
+    entries under a ``keep`` prefix as they are (dependencies the moved classes reference), minus those under a
+    ``drop`` prefix. Every class and text resource written is rewritten by all rules. Returns the entries moved."""
+    moved = 0
+    tmp = output_jar.with_suffix(".tmp")
+    output_jar.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(source_jar) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        dst.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: icecompact jar_repair\n\n")
+        for info in src.infolist():
+            name = info.filename
+            if name.endswith("/") or any(name.startswith(d) for d in drop):
+                continue
+            rule = next((r for r in rules if name.startswith(r.source)), None)
+            if rule is not None:
+                new_name = rule.target + name[len(rule.source) :]
+                moved += 1
+            elif any(name.startswith(k) for k in keep):
+                new_name = name
+            elif name.startswith("META-INF/services/") and _relocate_text(name.encode(), rules) != name.encode():
+                new_name = _relocate_text(name.encode(), rules).decode()
+            else:
+                continue
+            data = src.read(info)
+            data = relocate_class(data, rules) if name.endswith(".class") else _relocate_text(data, rules)
+            dst.writestr(new_name, data)
+    if moved == 0:
+        tmp.unlink(missing_ok=True)
+        raise JarRepairError(f"{source_jar} has no entries under {[r.source for r in rules]}; cannot relocate")
+    os.replace(tmp, output_jar)
+    return moved
+
+
 def needs_repair(runtime_jar: Path) -> bool:
     with zipfile.ZipFile(runtime_jar) as zf:
         names = set(zf.namelist())
@@ -79,28 +134,7 @@ def needs_repair(runtime_jar: Path) -> bool:
 
 def build_companion_jar(runtime_jar: Path, output_jar: Path) -> int:
     """Write the companion jar with the relocated Jackson classes; return the number of classes written."""
-    written = 0
-    tmp = output_jar.with_suffix(".tmp")
-    output_jar.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(runtime_jar) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
-        dst.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: icecompact jar_repair\n\n")
-        for info in src.infolist():
-            name = info.filename
-            if name.startswith(SOURCE_PREFIX) and not name.endswith("/"):
-                new_name = TARGET_PREFIX + name[len(SOURCE_PREFIX) :]
-                data = src.read(info)
-                if name.endswith(".class"):
-                    data = relocate_class(data)
-                dst.writestr(new_name, data)
-                written += 1
-            elif name.startswith("META-INF/services/") and _SOURCE_DOTTED in name.encode():
-                data = src.read(info)
-                dst.writestr(_relocate_text(name.encode()).decode(), _relocate_text(data))
-    if written == 0:
-        tmp.unlink(missing_ok=True)
-        raise JarRepairError(f"{runtime_jar} has no classes under {SOURCE_PREFIX}; cannot repair")
-    os.replace(tmp, output_jar)
-    return written
+    return relocate_jar(runtime_jar, output_jar, JACKSON)
 
 
 def find_runtime_jar() -> Path:
@@ -141,11 +175,14 @@ def ensure_companion_jar(cache_dir: Path, runtime_jar: Path | None = None) -> Pa
 
 def main(argv: list[str] | None = None) -> int:
     from compaction.settings import cache_dir
+    from compaction.spark.object_store_jars import ensure_object_store_jars
 
     target = ensure_companion_jar(cache_dir())
     runtime = find_runtime_jar()
     print(f"iceberg runtime: {runtime}")
     print(f"companion jar:   {target or '(not needed)'}")
+    for jar in ensure_object_store_jars(cache_dir()):
+        print(f"object store:    {jar}")
     return 0
 
 

@@ -2,7 +2,8 @@
 spark-submit command used in production are built from the same :func:`spark_conf` and :func:`jar_paths`.
 
 Jars: the Iceberg Spark runtime from the ``snowpark-connect-deps-iceberg`` wheel plus the companion jar built by
-:mod:`compaction.spark.jar_repair`, plus Debian's JDBC drivers. Users who can reach Maven set
+:mod:`compaction.spark.jar_repair`, the REST client's httpclient5 and the AWS SDK v2 for ``S3FileIO`` built by
+:mod:`compaction.spark.object_store_jars` (both at install time), plus Debian's JDBC drivers. Users who can reach Maven set
 ``ICECOMPACT_SPARK_PACKAGES`` (e.g. ``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0,
 org.postgresql:postgresql:42.7.4``) and the bundled jars are not used.
 """
@@ -63,12 +64,14 @@ def jar_paths(settings_: SparkSettings) -> list[Path]:
     if settings_.packages:
         return []
     from compaction.spark.jar_repair import ensure_companion_jar, find_runtime_jar
+    from compaction.spark.object_store_jars import object_store_jars
 
     runtime = find_runtime_jar()
     jars = [runtime]
     companion = ensure_companion_jar(settings.cache_dir(), runtime)
     if companion is not None:
         jars.append(companion)
+    jars.extend(object_store_jars(settings.cache_dir()))
     for driver in JDBC_DRIVER_JARS:
         if driver.exists():
             jars.append(driver.resolve())
