@@ -75,6 +75,25 @@ def postgres_catalog(tmp_path: Path, spark, postgres_cluster) -> CatalogConfig: 
     return catalog
 
 
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[object]:
+    """One SeaweedFS (S3 endpoint + Iceberg REST catalog) for the test session; each test gets its own catalog name
+    and namespaces, so tests never see each other's tables."""
+    from compaction.testing.objectstore import start_object_store
+
+    server = start_object_store()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def rest_catalog(spark, object_store) -> CatalogConfig:  # type: ignore[no-untyped-def]
+    """A REST catalog with tables on S3 (the throwaway SeaweedFS), registered in pyiceberg and in Spark."""
+    catalog = object_store.catalog()
+    _register(spark, catalog)
+    return catalog
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_catalog(request) -> CatalogConfig:  # type: ignore[no-untyped-def]
     return request.getfixturevalue(f"{request.param}_catalog")

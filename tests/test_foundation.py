@@ -139,8 +139,10 @@ def test_catalog_errors() -> None:
         CatalogConfig.resolve("nowhere")
     with pytest.raises(ConfigError, match="invalid catalog name"):
         CatalogConfig("bad-name; drop", {})
-    with pytest.raises(ConfigError, match="not supported"):
-        CatalogConfig("r", {"type": "rest", "uri": "http://x"}).spark_conf()
+    with pytest.raises(ConfigError, match="'uri' is required"):
+        CatalogConfig("r", {"type": "rest"}).spark_conf()
+    with pytest.raises(ConfigError, match="set 'type'"):
+        CatalogConfig("n", {}).load()
     with pytest.raises(ConfigError, match="in-memory"):
         CatalogConfig("m", {"type": "sql", "uri": "sqlite:///:memory:"}).spark_conf()
 
@@ -152,3 +154,28 @@ def test_maven_packages_replace_bundled_jars() -> None:
     bundled = jar_paths(SparkSettings())
     assert any("iceberg-spark-runtime" in p.name for p in bundled)
     assert any("companion" in p.name for p in bundled)
+
+
+def test_rest_catalog_spark_conf_keeps_secrets_apart() -> None:
+    """A REST + S3 catalog written the pyiceberg way yields Iceberg's Java REST catalog with S3FileIO; the OAuth2
+    credential and the S3 secret key go only to the secret part (the properties file), never to argv."""
+    cfg = CatalogConfig("lake", {
+        "type": "rest", "uri": "http://cat:8181", "warehouse": "s3://wh", "credential": "client:s3cr3t-value",
+        "s3.endpoint": "http://s3:9000", "s3.region": "eu-west-1", "s3.access-key-id": "AKID",
+        "s3.secret-access-key": "sk-s3cr3t", "s3.path-style-access": "true", "prefix": "p1",
+    })
+    public = cfg.spark_conf()
+    secret = cfg.spark_secret_conf()
+    p = "spark.sql.catalog.lake"
+    assert public[p] == "org.apache.iceberg.spark.SparkCatalog"
+    assert public[f"{p}.type"] == "rest"
+    assert public[f"{p}.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert public[f"{p}.client.region"] == "eu-west-1"  # pyiceberg's s3.region is Java's client.region
+    assert public[f"{p}.oauth2-server-uri"] == "http://cat:8181/v1/oauth/tokens"
+    assert public[f"{p}.prefix"] == "p1" and public[f"{p}.s3.endpoint"] == "http://s3:9000"
+    assert "s3cr3t" not in str(public) and "sk-s3cr3t" not in str(public)
+    assert secret == {f"{p}.credential": "client:s3cr3t-value", f"{p}.s3.secret-access-key": "sk-s3cr3t"}
+    assert CatalogConfig("inferred", {"uri": "https://cat/api"}).catalog_type == "rest"
+    # Types whose servers cannot run here are passed through as they are (documented as untested).
+    glue = CatalogConfig("g", {"type": "glue", "warehouse": "s3://b/wh"}).spark_conf()
+    assert glue["spark.sql.catalog.g.type"] == "glue"

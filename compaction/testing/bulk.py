@@ -593,13 +593,11 @@ def create_table(spark: SparkSession, table: str, spec: BulkSpec, *, replace: bo
 
     catalog, _, rest = table.partition(".")
     identity = parse_table_identifier(rest, catalog)
+    from compaction.testing.tables import create_table as create_iceberg_table
+
     ident = quoted(identity)
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ident.rsplit('.', 1)[0]}")
-    if replace:
-        spark.sql(f"DROP TABLE IF EXISTS {ident} PURGE")
     columns = ", ".join(f"{name} {type_}" for name, type_ in COLUMNS)
-    props = ", ".join(f"'{k}'='{v}'" for k, v in table_properties(spec).items())
-    spark.sql(f"CREATE TABLE {ident} ({columns}) USING iceberg PARTITIONED BY (days(ts)) TBLPROPERTIES ({props})")
+    create_iceberg_table(spark, ident, columns, "days(ts)", table_properties(spec), replace=replace)
 
 
 def generate_bulk(spark: SparkSession, catalog: CatalogConfig, table_name: str, spec: BulkSpec, *,

@@ -386,14 +386,10 @@ def _table_properties(spec: WorkloadSpec) -> dict[str, str]:
 
 
 def create_table(spark: SparkSession, table: str, spec: WorkloadSpec, *, replace: bool = False) -> None:
-    namespace = table.rsplit(".", 1)[0]
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    if replace:
-        spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
-    clause = PARTITIONINGS[spec.partitioning]
-    partitioned_by = f" PARTITIONED BY ({clause})" if clause else ""
-    props = ", ".join(f"'{k}'='{v}'" for k, v in _table_properties(spec).items())
-    spark.sql(f"CREATE TABLE {table} ({TABLE_DDL_COLUMNS}) USING iceberg{partitioned_by} TBLPROPERTIES ({props})")
+    from compaction.testing.tables import create_table as create_iceberg_table
+
+    create_iceberg_table(spark, table, TABLE_DDL_COLUMNS, PARTITIONINGS[spec.partitioning], _table_properties(spec),
+                         replace=replace)
 
 
 class _Generator:
