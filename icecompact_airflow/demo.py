@@ -9,6 +9,12 @@
    merge-on-read reader, independent of Spark), and whether the table's rows are the same multiset.
 
 Afterwards ``AIRFLOW_HOME=~/.icecompact/airflow .venv/bin/airflow dags test iceberg_compaction`` works as is.
+
+``--object-store`` (``make demo-s3``) does the same against a local S3 endpoint plus Iceberg REST catalog (SeaweedFS,
+installed by ``make install``): the server keeps its data under ``$ICECOMPACT_HOME/objectstore`` and runs for the
+length of the demo; the catalog is named ``lake`` and defined for Airflow and Spark through the
+``PYICEBERG_CATALOG__LAKE__*`` variables, exactly as a user defines theirs. ``--serve`` starts the same server in the
+foreground afterwards (Ctrl-C stops it) and prints those variables, to explore the table with ``icecompact``.
 """
 
 from __future__ import annotations
@@ -121,42 +127,123 @@ def before_after_table(before: Any, after: Any, rows_before: dict, rows_after: d
     return render_table(["partition", "data files", "delete files", "live rows"], lines)
 
 
+OBJECT_STORE_CATALOG = "lake"
+
+
+def object_store_home() -> Path:
+    from compaction import settings
+
+    return settings.home() / "objectstore"
+
+
+def _demo_credentials() -> None:
+    """Stable keys for the demo's server, so that ``--serve`` later answers with the same ones."""
+    from compaction.testing.objectstore import ACCESS_KEY_ENV, SECRET_KEY_ENV
+
+    keys = object_store_home() / "keys.json"
+    if not keys.exists():
+        keys.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"access": "DEMO" + secrets.token_hex(8).upper(), "secret": secrets.token_urlsafe(24)}, fh)
+    stored = json.loads(keys.read_text())
+    os.environ.setdefault(ACCESS_KEY_ENV, stored["access"])
+    os.environ.setdefault(SECRET_KEY_ENV, stored["secret"])
+
+
+def start_demo_object_store() -> Any:
+    from compaction.testing.objectstore import start_object_store
+
+    _demo_credentials()
+    print(f"starting the local S3 endpoint + Iceberg REST catalog (SeaweedFS, data in {object_store_home()}) ...",
+          flush=True)
+    server = start_object_store(object_store_home() / "server")
+    print(f"S3 {server.s3_endpoint}, REST catalog {server.catalog_uri}, catalog name {OBJECT_STORE_CATALOG!r}",
+          flush=True)
+    return server
+
+
+def serve() -> int:
+    """Run the demo's object store in the foreground and print how to point icecompact at it."""
+    import time
+
+    server = start_demo_object_store()
+    try:
+        print("\nin another shell:")
+        for key, value in sorted(server.environment(OBJECT_STORE_CATALOG).items()):
+            print(f"  export {key}='{value}'")
+        print(f"  icecompact --catalog {OBJECT_STORE_CATALOG} inspect demo.events\n(Ctrl-C stops the server)", flush=True)
+        while server.process.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m icecompact_airflow.demo", description=__doc__)
     parser.add_argument("--table", default="demo.events")
     parser.add_argument("--mode", choices=["auto", "minor", "major"], default="major",
                         help="compaction mode of the DAG run (major: every partition with deletes is rewritten)")
+    parser.add_argument("--object-store", action="store_true",
+                        help="run the demo on a local S3 endpoint + Iceberg REST catalog (SeaweedFS) instead of the "
+                             "embedded SQLite catalog")
+    parser.add_argument("--serve", action="store_true",
+                        help="only start the demo's object store in the foreground and print its catalog settings")
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if args.serve:
+        return serve()
+    if not args.object_store:
+        return run_demo(args.table, args.mode)
+    server = start_demo_object_store()
+    try:
+        os.environ.update(server.environment(OBJECT_STORE_CATALOG))
+        return run_demo(args.table, args.mode, catalog_name=OBJECT_STORE_CATALOG)
+    finally:
+        server.stop()
 
+
+def run_demo(table: str, mode: str, catalog_name: str | None = None) -> int:
+    """Create the demo table, compact it with ``airflow dags test``, print the before/after table."""
     from compaction.catalog import CatalogConfig
     from compaction.cli import format_health
     from compaction.inspect import inspect_table
 
     home = airflow_home()
     env = set_up_airflow(home)
-    catalog = CatalogConfig.embedded()
-    print(f"creating the demo table {args.table} in the embedded catalog {catalog.name!r} ...", flush=True)
-    subprocess.run([str(Path(sys.executable).with_name("icecompact")), "demo", "--table", args.table, "--no-compact"],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
-    before = inspect_table(catalog, args.table)
+    catalog = CatalogConfig.resolve(catalog_name) if catalog_name else CatalogConfig.embedded()
+    where = f"catalog {catalog.name!r}" if catalog_name else f"the embedded catalog {catalog.name!r}"
+    print(f"creating the demo table {table} in {where} ...", flush=True)
+    catalog_args = ["--catalog", catalog_name] if catalog_name else []
+    subprocess.run([str(Path(sys.executable).with_name("icecompact")), *catalog_args, "demo", "--table", table,
+                    "--no-compact"], env=env, check=True, stdout=subprocess.DEVNULL)
+    before = inspect_table(catalog, table)
     print(format_health(before), flush=True)
-    rows_before, live_before = _live_rows(catalog, args.table)
+    rows_before, live_before = _live_rows(catalog, table)
 
-    conf = {"tables": [args.table], "mode": args.mode}
+    conf: dict[str, Any] = {"tables": [table], "mode": mode}
+    if catalog_name:
+        conf["catalog"] = catalog_name
     print(f"\n$ airflow dags test iceberg_compaction -c '{json.dumps(conf)}'   (AIRFLOW_HOME={home})", flush=True)
     run = _airflow(env, "dags", "test", "iceberg_compaction", "-c", json.dumps(conf), check=False, quiet=False)
 
-    after = inspect_table(catalog, args.table)
-    rows_after, live_after = _live_rows(catalog, args.table)
-    print(f"\n{args.table}: before -> after (live rows read by the reference merge-on-read reader)")
+    after = inspect_table(catalog, table)
+    rows_after, live_after = _live_rows(catalog, table)
+    print(f"\n{table}: before -> after (live rows read by the reference merge-on-read reader)")
     print(before_after_table(before, after, live_before, live_after))
     deletes_before = sum(len(p.delete_files) for p in before.partitions)
     deletes_after = sum(len(p.delete_files) for p in after.partitions)
     same = rows_before == rows_after
     print(f"delete files: {deletes_before} -> {deletes_after}; live rows: {sum(rows_before.values())} -> "
           f"{sum(rows_after.values())}; same rows: {'yes' if same else 'NO'}")
-    print(f"\nnext: AIRFLOW_HOME={home} {Path(sys.executable).with_name('airflow')} dags test iceberg_compaction")
+    if catalog_name:
+        print(f"\nnext: {Path(sys.executable)} -m icecompact_airflow.demo --serve   (the same object store, to explore "
+              f"the table with icecompact --catalog {catalog_name})")
+    else:
+        print(f"\nnext: AIRFLOW_HOME={home} {Path(sys.executable).with_name('airflow')} dags test iceberg_compaction")
     if run.returncode != 0:
         print(f"airflow dags test exited {run.returncode}", file=sys.stderr)
         return run.returncode

@@ -154,6 +154,20 @@ def test_maven_packages_replace_bundled_jars() -> None:
     bundled = jar_paths(SparkSettings())
     assert any("iceberg-spark-runtime" in p.name for p in bundled)
     assert any("companion" in p.name for p in bundled)
+    # The REST client's httpclient5 and the AWS SDK for S3FileIO, built by the install.
+    assert any("httpclient5" in p.name for p in bundled) and any("awssdk" in p.name for p in bundled)
+
+
+def test_users_aws_bundle_replaces_ours(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A Spark that has Iceberg's AWS bundle in $SPARK_HOME/jars gets no second AWS SDK from us."""
+    (tmp_path / "jars").mkdir()
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert any("awssdk" in p.name for p in jar_paths(SparkSettings()))
+    (tmp_path / "jars" / "iceberg-aws-bundle-1.10.0.jar").write_bytes(b"")
+    jars = jar_paths(SparkSettings())
+    assert not any("awssdk" in p.name for p in jars)
+    assert any("httpclient5" in p.name for p in jars)  # the runtime jar's own gap, which the bundle does not fill
+    assert any("iceberg-spark-runtime" in p.name for p in jars)
 
 
 def test_rest_catalog_spark_conf_keeps_secrets_apart() -> None:

@@ -60,9 +60,11 @@ AWSSDK_DROP = (
 )
 
 
-def object_store_jars(cache_dir: Path) -> list[Path]:
-    """The companion jars already built in ``cache_dir`` (empty before ``make install`` built them)."""
-    jars = [cache_dir / HTTPCLIENT5_JAR, cache_dir / AWSSDK_JAR]
+def object_store_jars(cache_dir: Path, *, aws_sdk: bool = True) -> list[Path]:
+    """The companion jars already built in ``cache_dir`` (empty before ``make install`` built them); without the
+    AWS SDK when the user's Spark brings ``iceberg-aws-bundle`` (the REST client's httpclient5 is still ours to add:
+    it belongs inside the runtime jar, which the bundle does not repair)."""
+    jars = [cache_dir / HTTPCLIENT5_JAR] + ([cache_dir / AWSSDK_JAR] if aws_sdk else [])
     return [jar for jar in jars if jar.exists()]
 
 

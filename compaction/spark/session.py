@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 SPARK_PACKAGES_ENV = "ICECOMPACT_SPARK_PACKAGES"
 SPARK_MASTER_ENV = "ICECOMPACT_SPARK_MASTER"
+SPARK_HAS_AWS_BUNDLE_ENV = "ICECOMPACT_SPARK_HAS_AWS_BUNDLE"
 SPARK_MASTER_DEFAULT = "local[2]"
 JDBC_DRIVER_JARS = (Path("/usr/share/java/sqlite-jdbc.jar"), Path("/usr/share/java/postgresql.jar"))
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -71,11 +72,21 @@ def jar_paths(settings_: SparkSettings) -> list[Path]:
     companion = ensure_companion_jar(settings.cache_dir(), runtime)
     if companion is not None:
         jars.append(companion)
-    jars.extend(object_store_jars(settings.cache_dir()))
+    jars.extend(object_store_jars(settings.cache_dir(), aws_sdk=not provides_aws_bundle()))
     for driver in JDBC_DRIVER_JARS:
         if driver.exists():
             jars.append(driver.resolve())
     return jars
+
+
+def provides_aws_bundle() -> bool:
+    """True when the user's Spark already has Iceberg's AWS bundle (``$SPARK_HOME/jars/iceberg-aws-bundle-*.jar``,
+    or ``ICECOMPACT_SPARK_HAS_AWS_BUNDLE=1`` for a cluster whose image has it where this machine cannot see): then
+    theirs is used, and our AWS SDK companion is not added (two SDK copies on one class path)."""
+    if os.environ.get(SPARK_HAS_AWS_BUNDLE_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    spark_home = os.environ.get("SPARK_HOME")
+    return bool(spark_home) and any((Path(spark_home) / "jars").glob("iceberg-aws-bundle-*.jar"))
 
 
 def spark_conf(settings_: SparkSettings, catalogs: Iterable[CatalogConfig]) -> dict[str, str]:

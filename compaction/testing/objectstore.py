@@ -95,6 +95,7 @@ class ObjectStoreServer:
     secret_key: str
     process: subprocess.Popen[bytes] | None = None
     ports: dict[str, int] = field(default_factory=dict)
+    keep_data: bool = False  # stop() leaves the data folder (a demo's warehouse) in place
 
     @property
     def s3_endpoint(self) -> str:
@@ -152,7 +153,8 @@ class ObjectStoreServer:
         for sock in Path("/tmp").glob("seaweedfs-*.sock"):
             if any(str(p) in sock.name for p in self.ports.values()):
                 sock.unlink(missing_ok=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        if not self.keep_data:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> ObjectStoreServer:
         return self
@@ -164,9 +166,11 @@ class ObjectStoreServer:
 def start_object_store(root: Path | None = None, timeout: float = 60) -> ObjectStoreServer:
     """Start SeaweedFS on free 127.0.0.1 ports with its own data folder; the caller must call ``stop()``.
 
-    Credentials come from ``$ICECOMPACT_TEST_S3_ACCESS_KEY`` / ``$ICECOMPACT_TEST_S3_SECRET_KEY`` (random when
-    unset)."""
+    With ``root`` given, the data folder is kept by ``stop()`` and a later start on the same folder serves the same
+    tables (their metadata names ``s3://`` paths, not ports). Credentials come from
+    ``$ICECOMPACT_TEST_S3_ACCESS_KEY`` / ``$ICECOMPACT_TEST_S3_SECRET_KEY`` (random when unset)."""
     binary = weed_binary()
+    keep_data = root is not None
     root = root or Path(tempfile.mkdtemp(prefix="icecompact-s3-"))
     (root / "data").mkdir(parents=True, exist_ok=True)
     names = ["master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc", "iceberg",
@@ -176,7 +180,7 @@ def start_object_store(root: Path | None = None, timeout: float = 60) -> ObjectS
         root=root, s3_port=ports["s3"], catalog_port=ports["iceberg"], metrics_port=ports["metrics"],
         access_key=os.environ.get(ACCESS_KEY_ENV) or f"AK{uuid.uuid4().hex[:16].upper()}",
         secret_key=os.environ.get(SECRET_KEY_ENV) or uuid.uuid4().hex,
-        ports=ports,
+        ports=ports, keep_data=keep_data,
     )
     argv = [
         str(binary), "mini", f"-dir={root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -185,7 +189,7 @@ def start_object_store(root: Path | None = None, timeout: float = 60) -> ObjectS
         f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume_grpc']}",
         f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer_grpc']}",
         f"-s3.port={ports['s3']}", f"-s3.port.grpc={ports['s3_grpc']}", f"-s3.port.iceberg={ports['iceberg']}",
-        f"-admin.port={ports['admin']}", f"-s3.metricsPort={ports['metrics']}", f"-webdav.port={ports['webdav']}",
+        f"-admin.port={ports['admin']}", f"-metricsPort={ports['metrics']}", f"-webdav.port={ports['webdav']}",
         "-tableBucket=warehouse",
     ]
     env = {**os.environ, "AWS_ACCESS_KEY_ID": server.access_key, "AWS_SECRET_ACCESS_KEY": server.secret_key}
