@@ -354,6 +354,14 @@ class CompactionPlan:
     custom_partition_filter: bool = False
     plan_format_version: int = PLAN_FORMAT_VERSION
 
+    def __post_init__(self) -> None:
+        # A plan holds UTC: an offset of a historic zone (local mean time, +00:09:21) does not survive isoformat()
+        # and back on every Python, so such a plan would not round-trip, and its id would depend on the planner's
+        # zone. A naive time is taken as UTC.
+        created = self.created_at
+        utc = created.replace(tzinfo=_dt.timezone.utc) if created.tzinfo is None else created.astimezone(_dt.timezone.utc)
+        object.__setattr__(self, "created_at", utc)
+
     # Convenience ----------------------------------------------------------------------------------------------
     @property
     def tasks(self) -> tuple[CompactionTask, ...]:

@@ -249,3 +249,18 @@ def test_property_planner_output_round_trips(t: TableState, mode: CompactionMode
     assert back == p
     assert back.to_json() == text
     assert back.content_id() == p.plan_id
+
+
+@pytest.mark.parametrize("created_at", [
+    # Local mean time of Amsterdam in 1900: an offset of +00:19:32, which isoformat() writes and some Pythons parse
+    # back differently (the clean-clone failure of the property test above).
+    dt.datetime(1900, 1, 1, 12, 0, tzinfo=dt.timezone(dt.timedelta(minutes=19, seconds=32))),
+    dt.datetime(2024, 5, 1, 14, 30, 15, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    dt.datetime(2024, 5, 1, 12, 30, 15, 123456),  # naive: taken as UTC
+])
+def test_plan_holds_utc_and_round_trips(created_at: dt.datetime) -> None:
+    p = dataclasses.replace(sample_plan(), created_at=created_at)
+    assert p.created_at.tzinfo is dt.timezone.utc
+    assert p.created_at == (created_at if created_at.tzinfo else created_at.replace(tzinfo=dt.timezone.utc))
+    back = CompactionPlan.from_json(p.to_json())
+    assert back == p and back.to_json() == p.to_json()
