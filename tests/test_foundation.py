@@ -193,3 +193,29 @@ def test_rest_catalog_spark_conf_keeps_secrets_apart() -> None:
     # Types whose servers cannot run here are passed through as they are (documented as untested).
     glue = CatalogConfig("g", {"type": "glue", "warehouse": "s3://b/wh"}).spark_conf()
     assert glue["spark.sql.catalog.g.type"] == "glue"
+
+
+def test_object_store_companions_fill_the_runtime_gaps() -> None:
+    """The install-built companions hold httpclient5 where the runtime's REST client looks for it, and the AWS SDK
+    under its own package, with no reference left to the wheel's relocation prefix."""
+    import zipfile
+
+    from compaction.settings import cache_dir
+    from compaction.spark.object_store_jars import AWSSDK_JAR, HTTPCLIENT5_JAR
+
+    runtime = jar_repair.find_runtime_jar()
+    with zipfile.ZipFile(runtime) as zf:
+        rest_client = zf.read("org/apache/iceberg/rest/HTTPClient.class")
+        assert "org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients.class" not in zf.namelist()
+    assert b"org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients" in rest_client
+    with zipfile.ZipFile(cache_dir() / HTTPCLIENT5_JAR) as zf:
+        names = set(zf.namelist())
+        assert "org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients.class" in names
+        assert not any(n.startswith("smfs/") for n in names)
+        assert b"smfs/shaded/org/apache/hc" not in zf.read(
+            "org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients.class")
+    with zipfile.ZipFile(cache_dir() / AWSSDK_JAR) as zf:
+        names = set(zf.namelist())
+        assert "software/amazon/awssdk/services/s3/S3Client.class" in names
+        assert not any("sagemaker" in n for n in names)
+        assert b"smfs/shaded/software" not in zf.read("software/amazon/awssdk/services/s3/DefaultS3Client.class")
