@@ -316,7 +316,7 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
     if commits and result.kind == CompactionKind.MAJOR.value and base_sequence_number is not None:
         if after_files is None or after_files.snapshot_id != commits[-1] or not after_files.has_applied:
             after_files = scan_partition(spark, table, expression, commits[-1], with_applied=True)
-        after_files.refine_position_deletes(spark)
+        after_files.refine_position_deletes(spark, table)
         # Deletes committed concurrently (seq > our base) legitimately apply to the rewritten files.
         leftovers = sorted(
             path for path, refs in after_files.applied.items()
@@ -988,14 +988,31 @@ def _combine(rewrite: PartitionResult | None, part: PartitionResult) -> Partitio
     part.added_data_files += rewrite.added_data_files
     part.base_snapshot_id, part.before = rewrite.base_snapshot_id, rewrite.before
     part.duration_ms += rewrite.duration_ms
-    part.validation = {**part.validation,
-                       "checks": list(rewrite.validation.get("checks", [])) + list(part.validation.get("checks", []))}
+    part.validation = _combined_validation(rewrite.validation, part.validation)
     if part.status in (NO_OP, SKIPPED):
+        # The rewrite committed and was validated; the conversion had nothing left to do. The partition's outcome is
+        # the rewrite's, with its reason (a skip reason under "committed" contradicts the status).
         part.status = COMMITTED
+        part.reason = rewrite.reason or part.reason
     elif part.status != COMMITTED:
         note = f"the file rewrite (snapshot {', '.join(map(str, kept))}, validated) holds; the conversion did not"
         part.reason = f"{part.reason}; {note}" if part.reason else note
     return part
+
+
+_RESULT_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2}
+
+
+def _combined_validation(rewrite: dict[str, Any], conversion: dict[str, Any]) -> dict[str, Any]:
+    """The validation of a partition touched by a file rewrite and a conversion: every check of both, and the level
+    and result of the weakest step that validated a commit. A conversion that committed nothing has no result of
+    its own; dropping the rewrite's then reported a checked commit as unvalidated (``-``)."""
+    checks = list(rewrite.get("checks", [])) + list(conversion.get("checks", []))
+    results = [v for v in (rewrite, conversion) if v.get("result") is not None]
+    if not results:
+        return {**conversion, "checks": checks}
+    weakest = max(results, key=lambda v: _RESULT_SEVERITY.get(str(v.get("result")), 2))
+    return {**conversion, "level": weakest.get("level"), "result": weakest.get("result"), "checks": checks}
 
 
 def error_result(plan_id: str, group_id: int, table: str, error: CompactionError) -> GroupResult:
