@@ -4,20 +4,26 @@
   table's own policy and condenses both into a :class:`~compaction.core.health.HealthSample`;
   :func:`record_sample` stores it in the ledger (best effort: a ledger problem never fails an inspection).
 * :func:`build_overview` answers "which table needs attention" for a whole catalog from the ledger and the
-  catalog's metadata pointers only: one query lists every table with its current metadata file; a table whose
-  latest sample was taken at that metadata file (and recently enough for the decision to hold) is not inspected
-  again. Changed tables are re-inspected within a time budget, stalest first; the rest are shown from their last
-  sample, marked stale, and left to :func:`refresh_tables` (the UI runs it after answering).
+  catalog's metadata pointers only: on a SQL catalog one query lists every table with its current metadata file;
+  other catalogs (REST) have no such listing, so their pointers come from the catalog's own API (namespaces, tables,
+  one table load each, in parallel) through a :class:`PointerCache` that answers from its last reading and reads
+  again in the background (see :data:`POINTER_MAX_AGE_S`). A table whose latest sample was taken at its current
+  metadata file (and recently enough for the decision to hold) is not inspected again. Changed tables are
+  re-inspected within a time budget, stalest first; the rest are shown from their last sample, marked stale, and
+  left to :func:`refresh_tables` (the UI runs it after answering).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import hashlib
+import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
@@ -37,6 +43,14 @@ REFRESH_BUDGET_S = 0.5
 #: How far back the overview's per-table chart of delete files reaches, and its number of points.
 SERIES_DAYS = 14
 SERIES_POINTS = 40
+#: Table pointers of a catalog without a listing query (REST) younger than this are used as they are; older ones
+#: still answer, while a background reading replaces them.
+POINTER_MAX_AGE_S = 30.0
+#: Pointers older than this (an overview after a long idle time) are read again before answering.
+POINTER_STALE_LIMIT_S = 900.0
+#: Concurrent table loads when reading a REST catalog's pointers (one HTTP request each; bounded so that an
+#: overview never floods the catalog).
+POINTER_LOAD_WORKERS = 8
 
 
 def _utcnow() -> _dt.datetime:
@@ -116,12 +130,15 @@ def record_sample(sample: HealthSample, source: str, *, ledger: Ledger | None = 
 
 # ------------------------------------------------------------------------------------------------ catalog
 def metadata_locations(catalog: CatalogConfig, loaded: Any | None = None) -> dict[str, str | None]:
-    """Every table of the (SQL) catalog with its current metadata file, in one query on the catalog database."""
+    """Every table of the catalog with its current metadata file, read now: one query on the catalog database of a
+    SQL catalog, else the catalog's API (see :func:`catalog_api_locations`)."""
+    cat: Any = loaded if loaded is not None else catalog.load()
+    if not catalog.is_sql:
+        return {name: location for name, (location, _) in catalog_api_locations(catalog, cat).items()}
     from pyiceberg.catalog.sql import IcebergTables
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    cat: Any = loaded if loaded is not None else catalog.load()
     t = IcebergTables
     stmt = select(t.table_namespace, t.table_name, t.metadata_location).where(t.catalog_name == catalog.name)
     type_filter = getattr(cat, "_iceberg_type_filter", None)
@@ -134,6 +151,195 @@ def metadata_locations(catalog: CatalogConfig, loaded: Any | None = None) -> dic
     except Exception as e:  # the catalog database's own errors
         raise CatalogError(f"cannot list the tables of catalog {catalog.name!r}: {e}") from e
     return {f"{ns}.{name}": location for ns, name, location in sorted(rows)}
+
+
+def _all_namespaces(loaded: Any) -> list[tuple[str, ...]]:
+    """Every namespace, nested ones included (one listing per namespace). A child must extend its parent: a
+    catalog that ignores ``parent`` and answers the top level again cannot make this loop."""
+    queue = [tuple(ns) for ns in loaded.list_namespaces()]
+    found: list[tuple[str, ...]] = []
+    while queue:
+        namespace = queue.pop(0)
+        if namespace in found:
+            continue
+        found.append(namespace)
+        try:
+            children = [tuple(c) for c in loaded.list_namespaces(namespace)]
+        except Exception:  # noqa: BLE001 - catalogs without nested namespaces may refuse the parent parameter
+            children = []
+        queue += [c for c in children if len(c) > len(namespace) and c[:len(namespace)] == namespace]
+    return found
+
+
+def catalog_api_locations(catalog: CatalogConfig, loaded: Any,
+                          workers: int = POINTER_LOAD_WORKERS) -> dict[str, tuple[str | None, float]]:
+    """Every table of a catalog that has no listing query (REST): ``name -> (metadata location, monotonic time its
+    load began)``, from the catalog's API: list the namespaces and their tables, then load every table (metadata
+    only, ``workers`` at a time) for its current metadata file. A table that cannot be loaded has location ``None``
+    (the overview then inspects it and shows the error); a table dropped meanwhile is left out."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        namespaces = _all_namespaces(loaded)
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(namespaces))),
+                                thread_name_prefix="icecompact-list") as pool:
+            identifiers = [tuple(i) for listed in pool.map(loaded.list_tables, namespaces) for i in listed]
+    except Exception as e:  # HTTP and authentication errors of the catalog
+        raise CatalogError(f"cannot list the tables of catalog {catalog.name!r}: {e}") from e
+
+    def pointer(identifier: tuple[str, ...]) -> tuple[str, str | None, float] | None:
+        started = time.monotonic()
+        try:
+            return ".".join(identifier), loaded.load_table(identifier).metadata_location, started
+        except NoSuchTableError:  # dropped between the listing and the load
+            return None
+        except Exception as e:  # noqa: BLE001 - one unreadable table must not hide the others
+            log.warning("catalog %s: cannot load %s for its metadata pointer: %s", catalog.name,
+                        ".".join(identifier), e)
+            return ".".join(identifier), None, started
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(identifiers))),
+                            thread_name_prefix="icecompact-pointers") as pool:
+        loaded_pointers = [p for p in pool.map(pointer, identifiers) if p is not None]
+    return {name: (location, started) for name, location, started in sorted(loaded_pointers, key=lambda p: p[0])}
+
+
+@dataclass(frozen=True)
+class TablePointers:
+    """The tables of a catalog with their current metadata file, as of ``read_at`` (when the reading that listed
+    them began); ``cached``: taken from an earlier reading rather than read for this answer."""
+
+    locations: Mapping[str, str | None]
+    read_at: _dt.datetime
+    cached: bool
+    source: str
+
+    def age_s(self, now: _dt.datetime | None = None) -> float:
+        return max(0.0, ((now or _utcnow()) - self.read_at).total_seconds())
+
+
+@dataclass
+class _PointerEntry:
+    locations: dict[str, tuple[str | None, float]]
+    listed_at: float  # monotonic time the listing began
+    listed_wall: _dt.datetime
+    refreshing: threading.Thread | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class PointerCache:
+    """Table pointers of catalogs without a listing query, kept between overviews (one per api-server process).
+
+    :meth:`pointers` answers from the last reading when it is younger than ``max_age_s``; when older, it still
+    answers from it and starts one background reading (never two for a catalog at once); when older than
+    ``stale_limit_s`` or absent, it reads before answering. Inspections report the pointer they loaded
+    (:meth:`note`), so a table re-inspected by the overview is never compared with an older pointer."""
+
+    workers: int = POINTER_LOAD_WORKERS
+    _entries: dict[tuple[str, str], _PointerEntry] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @staticmethod
+    def _key(catalog: CatalogConfig) -> tuple[str, str]:
+        # Same name, other properties (another server, other credentials): another entry. Hashed, not kept in clear.
+        digest = hashlib.sha256(json.dumps(sorted(catalog.properties.items())).encode()).hexdigest()
+        return catalog.name, digest
+
+    def pointers(self, catalog: CatalogConfig, *, max_age_s: float = POINTER_MAX_AGE_S,
+                 stale_limit_s: float = POINTER_STALE_LIMIT_S, loaded: Any | None = None) -> TablePointers:
+        key = self._key(catalog)
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or time.monotonic() - entry.listed_at > stale_limit_s:
+            entry = self._read(catalog, key, loaded)
+            return self._view(entry, cached=False)
+        if time.monotonic() - entry.listed_at > max_age_s:
+            self._refresh_in_background(catalog, key)
+        return self._view(entry, cached=True)
+
+    def read(self, catalog: CatalogConfig, loaded: Any | None = None) -> TablePointers:
+        """Read the pointers now (and keep them)."""
+        return self._view(self._read(catalog, self._key(catalog), loaded), cached=False)
+
+    def note(self, catalog: CatalogConfig, table: str, location: str | None, read_started: float) -> None:
+        """A pointer loaded at monotonic time ``read_started`` (an inspection): kept when newer than the cached one."""
+        with self._lock:
+            entry = self._entries.get(self._key(catalog))
+            if entry is not None and entry.locations.get(table, (None, float("-inf")))[1] < read_started:
+                entry.locations[table] = (location, read_started)
+
+    def wait_idle(self, catalog: CatalogConfig, timeout: float | None = None) -> None:
+        """Wait for a background reading of ``catalog`` to end (tests, benchmarks)."""
+        with self._lock:
+            entry = self._entries.get(self._key(catalog))
+            thread = entry.refreshing if entry else None
+        if thread is not None:
+            thread.join(timeout)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def _read(self, catalog: CatalogConfig, key: tuple[str, str], loaded: Any | None) -> _PointerEntry:
+        listed_at, listed_wall = time.monotonic(), _utcnow()
+        cat = loaded if loaded is not None else catalog.load()
+        locations = catalog_api_locations(catalog, cat, self.workers)
+        with self._lock:
+            old = self._entries.get(key)
+            if old is not None:
+                # Keep what an inspection noted after this reading began: it is newer than what was just read
+                # (and a table created meanwhile is kept even though this listing missed it).
+                for name, (location, started) in old.locations.items():
+                    if started > listed_at and started > locations.get(name, (None, float("-inf")))[1]:
+                        locations[name] = (location, started)
+                if old.listed_at > listed_at:  # a concurrent, later reading already landed
+                    return old
+            entry = _PointerEntry(dict(sorted(locations.items())), listed_at, listed_wall,
+                                  refreshing=old.refreshing if old else None)
+            self._entries[key] = entry
+        return entry
+
+    def _refresh_in_background(self, catalog: CatalogConfig, key: tuple[str, str]) -> None:
+        def work() -> None:
+            try:
+                self._read(catalog, key, None)
+            except CompactionError as e:  # kept: the answer goes on showing the last reading and its age
+                log.warning("catalog %s: background reading of table pointers failed: %s", catalog.name, e)
+                with self._lock:
+                    if key in self._entries:
+                        self._entries[key].last_error = str(e)
+            finally:
+                with self._lock:
+                    if key in self._entries and self._entries[key].refreshing is threading.current_thread():
+                        self._entries[key].refreshing = None
+
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or (entry.refreshing is not None and entry.refreshing.is_alive()):
+                return
+            entry.refreshing = threading.Thread(target=work, name=f"icecompact-pointers-{catalog.name}", daemon=True)
+            entry.last_error = None
+            entry.refreshing.start()
+
+    def _view(self, entry: _PointerEntry, cached: bool) -> TablePointers:
+        with self._lock:
+            locations = {name: location for name, (location, _) in entry.locations.items()}
+        return TablePointers(locations, entry.listed_wall, cached, "catalog API")
+
+
+#: The pointer cache of this process (the api-server's overview).
+POINTER_CACHE = PointerCache()
+
+
+def table_pointers(catalog: CatalogConfig, loaded: Any | None = None, *, cache: PointerCache | None = None,
+                   max_age_s: float = POINTER_MAX_AGE_S) -> TablePointers:
+    """The catalog's tables and current metadata files for an overview: read now on a SQL catalog (one query),
+    else from ``cache`` (default :data:`POINTER_CACHE`; see :class:`PointerCache`)."""
+    if catalog.is_sql:
+        at = _utcnow()
+        return TablePointers(metadata_locations(catalog, loaded), at, False, "catalog database")
+    return (cache or POINTER_CACHE).pointers(catalog, max_age_s=max_age_s, loaded=loaded)
 
 
 # ------------------------------------------------------------------------------------------------ overview
@@ -179,11 +385,23 @@ class Overview:
     refreshed: tuple[str, ...]
     stale: tuple[str, ...]
     elapsed_s: float
+    #: Where the table list and metadata pointers came from and when they were read (see :class:`TablePointers`).
+    pointers_read_at: _dt.datetime | None = None
+    pointers_cached: bool = False
+    pointers_source: str = "catalog database"
+
+    @property
+    def pointers_age_s(self) -> float:
+        return 0.0 if self.pointers_read_at is None else max(
+            0.0, (self.generated_at - self.pointers_read_at).total_seconds())
 
     def to_dict(self) -> dict[str, object]:
         return {"catalog": self.catalog, "generated_at": self.generated_at.isoformat(),
                 "tables": [t.to_dict() for t in self.tables], "refreshed": list(self.refreshed),
-                "stale": list(self.stale), "elapsed_s": round(self.elapsed_s, 4)}
+                "stale": list(self.stale), "elapsed_s": round(self.elapsed_s, 4),
+                "pointers": {"source": self.pointers_source, "cached": self.pointers_cached,
+                             "read_at": None if self.pointers_read_at is None else self.pointers_read_at.isoformat(),
+                             "age_s": round(self.pointers_age_s, 1)}}
 
 
 def needs_sample(location: str | None, latest: HealthSampleRecord | None, now: _dt.datetime,
@@ -196,10 +414,14 @@ def needs_sample(location: str | None, latest: HealthSampleRecord | None, now: _
 
 def refresh_tables(catalog: CatalogConfig, names: Iterable[str], ledger: Ledger, *, source: str = "ui",
                    budget_s: float | None = None, loaded: Any | None = None,
-                   now: Callable[[], _dt.datetime] = _utcnow) -> tuple[list[str], dict[str, str]]:
+                   now: Callable[[], _dt.datetime] = _utcnow,
+                   pointer_cache: PointerCache | None = None) -> tuple[list[str], dict[str, str]]:
     """Inspect and record ``names`` in order until ``budget_s`` is spent (``None``: all). Returns the tables
-    refreshed and the errors by table. Tables already being refreshed by another thread are skipped."""
+    refreshed and the errors by table. Tables already being refreshed by another thread are skipped. On a catalog
+    without a listing query, the pointer each inspection loaded goes to ``pointer_cache`` (default
+    :data:`POINTER_CACHE`)."""
     cat = loaded if loaded is not None else catalog.load()
+    pointers = None if catalog.is_sql else (pointer_cache or POINTER_CACHE)
     started = time.monotonic()
     done: list[str] = []
     errors: dict[str, str] = {}
@@ -212,7 +434,10 @@ def refresh_tables(catalog: CatalogConfig, names: Iterable[str], ledger: Ledger,
                 continue
             _IN_FLIGHT.add(key)
         try:
+            load_started = time.monotonic()
             sample, _ = sample_table(catalog, name, loaded=cat, now=now(), ledger=ledger)
+            if pointers is not None:
+                pointers.note(catalog, name, sample.metadata_location, load_started)
             record_sample(sample, source, ledger=ledger, now=now())
             done.append(name)
         except CompactionError as e:
@@ -229,15 +454,19 @@ _IN_FLIGHT_LOCK = threading.Lock()
 
 def build_overview(catalog: CatalogConfig, ledger: Ledger, *, budget_s: float | None = REFRESH_BUDGET_S,
                    max_age_s: float = SAMPLE_MAX_AGE_S, now: _dt.datetime | None = None,
-                   source: str = "ui") -> Overview:
+                   source: str = "ui", pointer_cache: PointerCache | None = None,
+                   pointer_max_age_s: float = POINTER_MAX_AGE_S) -> Overview:
     """Every table of ``catalog`` with its health, decision, last run and delete-file series, most urgent first.
 
-    Reads the catalog's table pointers (one query) and the ledger (three queries); re-inspects changed tables
+    Reads the catalog's table pointers (SQL: one query; otherwise from ``pointer_cache``, read again when older
+    than ``pointer_max_age_s``, see :class:`PointerCache`) and the ledger (three queries); re-inspects changed tables
     for at most ``budget_s`` seconds (``None``: all of them)."""
     clock = time.monotonic()
     at = now or _utcnow()
-    loaded = catalog.load()
-    locations = metadata_locations(catalog, loaded)
+    # A REST catalog is opened (token, config request) only when the answer needs it: a warm overview does not.
+    loaded = catalog.load() if catalog.is_sql else None
+    pointers = table_pointers(catalog, loaded, cache=pointer_cache, max_age_s=pointer_max_age_s)
+    locations = pointers.locations
     latest = ledger.latest_health_samples(catalog.name)
     todo = [t for t in locations if needs_sample(locations[t], latest.get(t), at, max_age_s)]
     # Never inspected first, then the oldest samples.
@@ -245,10 +474,14 @@ def build_overview(catalog: CatalogConfig, ledger: Ledger, *, budget_s: float | 
     refreshed: list[str] = []
     errors: dict[str, str] = {}
     if todo and (budget_s is None or budget_s > 0):
-        refreshed, errors = refresh_tables(catalog, todo, ledger, source=source, budget_s=budget_s, loaded=loaded,
-                                           now=(lambda: at) if now is not None else _utcnow)
+        refreshed, errors = refresh_tables(catalog, todo, ledger, source=source, budget_s=budget_s,
+                                           loaded=loaded if loaded is not None else catalog.load(),
+                                           now=(lambda: at) if now is not None else _utcnow,
+                                           pointer_cache=pointer_cache)
         if refreshed:
             latest = ledger.latest_health_samples(catalog.name)
+            if pointers.cached:  # an inspection just loaded a newer pointer than the cached one
+                locations = {**locations, **{t: latest[t].metadata_location for t in refreshed if t in latest}}
     runs = ledger.latest_runs(catalog.name)
     series = ledger.health_series(catalog.name, since=at - _dt.timedelta(days=SERIES_DAYS), points=SERIES_POINTS)
     rows = []
@@ -266,7 +499,8 @@ def build_overview(catalog: CatalogConfig, ledger: Ledger, *, budget_s: float | 
             error=errors.get(name)))
     rows.sort(key=TableOverview.sort_key)
     return Overview(catalog=catalog.name, generated_at=at, tables=tuple(rows), refreshed=tuple(refreshed),
-                    stale=tuple(stale), elapsed_s=time.monotonic() - clock)
+                    stale=tuple(stale), elapsed_s=time.monotonic() - clock, pointers_read_at=pointers.read_at,
+                    pointers_cached=pointers.cached, pointers_source=pointers.source)
 
 
 # ------------------------------------------------------------------------------------------------ sorting

@@ -328,6 +328,18 @@ def _bytes(n: int) -> str:
     return str(n)
 
 
+def _pointers_note(overview: Any) -> str:
+    """How fresh the table list is, when it did not come from the catalog database for this answer (REST)."""
+    if getattr(overview, "pointers_source", "catalog database") == "catalog database":
+        return ""
+    age = _age(overview.pointers_age_s)
+    if not overview.pointers_cached:
+        return ' &middot; <span class="pointers">tables and metadata pointers read from the catalog API now</span>'
+    return (f' &middot; <span class="pointers" title="the catalog has no listing query: its tables and their '
+            f'current metadata files are read in the background and cached">tables and metadata pointers read from '
+            f'the catalog API {_e(age)}</span>')
+
+
 def render_overview(overview: Any, base: str, sort: str = "attention", descending: bool | None = None) -> str:
     """Every table of the catalog: health, the planner's decision now, last run, delete files over time."""
     from urllib.parse import quote
@@ -356,6 +368,7 @@ def render_overview(overview: Any, base: str, sort: str = "attention", descendin
         f'{overview.elapsed_s * 1000:.0f} ms &middot; {len(overview.refreshed)} re-inspected now'
         + (f' &middot; <span class="stale">{len(overview.stale)} shown from an older sample (being re-inspected; '
            f'reload)</span>' if overview.stale else "")
+        + _pointers_note(overview)
         + f' &middot; <a href="{_e(base)}/api/overview?{_e(q)}">JSON</a></p>',
         f'<table id="overview"><tr>{"".join(head)}</tr>',
     ]

@@ -277,20 +277,27 @@ def create_app() -> FastAPI:
 #: Seconds the overview may spend re-inspecting changed tables before it answers (default 0.5; the rest are shown
 #: from their previous sample and re-inspected after the answer).
 REFRESH_BUDGET_ENV = "ICECOMPACT_UI_REFRESH_BUDGET_S"
+#: Age in seconds beyond which a REST catalog's cached table pointers are read again in the background (default 30).
+POINTER_MAX_AGE_ENV = "ICECOMPACT_UI_POINTER_MAX_AGE_S"
+
+
+def _seconds(variable: str, default: float) -> float:
+    import os
+
+    try:
+        return float(os.environ.get(variable) or default)
+    except ValueError:
+        return default
 
 
 def _overview(catalog: Any) -> Overview:
-    import os
-
     from compaction.core.errors import CompactionError
-    from compaction.fleet import REFRESH_BUDGET_S, build_overview
+    from compaction.fleet import POINTER_MAX_AGE_S, REFRESH_BUDGET_S, build_overview
 
-    try:
-        budget = float(os.environ.get(REFRESH_BUDGET_ENV) or REFRESH_BUDGET_S)
-    except ValueError:
-        budget = REFRESH_BUDGET_S
+    budget = _seconds(REFRESH_BUDGET_ENV, REFRESH_BUDGET_S)
     with _ledger() as ledger:
         try:
-            return build_overview(catalog, ledger, budget_s=budget, source="ui")
+            return build_overview(catalog, ledger, budget_s=budget, source="ui",
+                                  pointer_max_age_s=_seconds(POINTER_MAX_AGE_ENV, POINTER_MAX_AGE_S))
         except CompactionError as e:
             raise HTTPException(status_code=502, detail=str(e)) from None
