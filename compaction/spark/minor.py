@@ -44,6 +44,7 @@ from typing import Any, Iterable
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
 from compaction.core.model import DeleteContent, PartitionKey
 from compaction.spark import jvm as J
+from compaction.spark.file_io_reads import read_parquet_through_file_io, spark_can_read
 from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY, find_tagged_snapshot
 from compaction.spark.partition_files import (
     PartitionFiles,
@@ -291,6 +292,9 @@ def raw_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[in
     another type (promotion) and none has an ``initial-default`` (v3: Iceberg fills it for older files)."""
     import json
 
+    if not spark_can_read(spark, table, work.eq_targets):
+        # S3FileIO tables (REST catalogs on S3): Spark's file sources have no file system or credentials for them.
+        return "data files on storage Spark's file sources cannot open (read through the table's FileIO)"
     describe_files(spark, table, {p: work.data_files[p] for p in work.eq_targets}, work.described)
     formats = {str(work.described[p].get("file-format", "")).upper() for p in work.eq_targets}
     if formats - {"PARQUET"}:
@@ -381,7 +385,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
         schema = StructType([
             StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid}) for fid, _ in cols
         ])
-        deletes = read_tagged_parquet(spark, schema, [(ref[0], index[ref]) for ref in group]).alias("d")
+        deletes = read_tagged_parquet(spark, schema, [(ref[0], index[ref]) for ref in group], table=table).alias("d")
         condition = None
         for fid, _ in cols:
             equal = F.col(f"r.c{fid}").eqNullSafe(F.col(f"d.c{fid}"))
@@ -456,15 +460,22 @@ def _read_parquet(spark: Any, schema: Any, locations: list[str]) -> Any:
 
 
 def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]], *, row_index: bool = False,
-                        tag_column: str = "__d", position_column: str = "__pos") -> Any:
+                        tag_column: str = "__d", position_column: str = "__pos", table: Any = None) -> Any:
     """One read of several Parquet files with a ``tag_column`` telling which file (its tag) each row came from, and
     with ``row_index`` the row's position in its file (Spark's ``_metadata.row_index``) as ``position_column``.
 
     Spark's and Iceberg's names of a file differ (see :func:`spark_paths`); both sides are compared in Spark's
     form. A row whose file is not in the mapping fails the job (``raise_error``) rather than being dropped, since
-    a dropped delete row would silently resurrect rows."""
+    a dropped delete row would silently resurrect rows.
+
+    With ``table`` given, files Spark's file sources cannot open (an S3FileIO table) are read through the table's
+    FileIO (:mod:`compaction.spark.file_io_reads`; no ``row_index`` there: data files take Iceberg's reader)."""
     from pyspark.sql import functions as F
 
+    if table is not None and not spark_can_read(spark, table, [location for location, _ in files]):
+        if row_index:
+            raise ValueError("row positions of files read through the FileIO are not available")
+        return read_parquet_through_file_io(spark, table, schema, files, tag_column=tag_column)
     forms = spark_paths(spark, [location for location, _ in files])
     tags = {forms[location]: tag for location, tag in files}
     if len(tags) != len(files):
@@ -480,7 +491,7 @@ def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]], *
     return tagged.withColumn(tag_column, F.coalesce(F.col("__tag"), guard.cast("long"))).drop("__path", "__tag")
 
 
-def absorbed_positions(spark: Any, work: _Work) -> Any:
+def absorbed_positions(spark: Any, work: _Work, table: Any = None) -> Any:
     """DataFrame (file_path, pos) of the rows named by the absorbed Parquet position-delete files, restricted to the
     data files that get a new file (rows naming files that are gone are dropped: they can never apply again)."""
     from pyspark.sql import functions as F
@@ -493,7 +504,10 @@ def absorbed_positions(spark: Any, work: _Work) -> Any:
     paths = sorted({str(d.location()) for d in parquet})
     live = spark.createDataFrame([(p,) for p in work.data_files], StructType([StructField("__file", StringType())]))
     schema = StructType([StructField("file_path", StringType()), StructField("pos", LongType())])
-    raw = _read_parquet(spark, schema, paths)  # the spec's fixed column names; no schema inference
+    if table is not None and not spark_can_read(spark, table, paths):
+        raw = read_parquet_through_file_io(spark, table, schema, paths)  # e.g. S3FileIO: see file_io_reads
+    else:
+        raw = _read_parquet(spark, schema, paths)  # the spec's fixed column names; no schema inference
     return raw.join(F.broadcast(live), F.col("file_path") == F.col("__file")).select("file_path", "pos")
 
 
@@ -788,7 +802,7 @@ def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[Part
     works = {key: decide_work(spark, table, key, files, whole_table=False) for key, files in scans.items()}
     merged = merge_works(works.values())
     matched = collect_positions(matched_positions(spark, table, table_ref, base_id, row_filter, merged))
-    absorbed = collect_positions(absorbed_positions(spark, merged))
+    absorbed = collect_positions(absorbed_positions(spark, merged, table))
     positions = union_positions(matched, absorbed)
     out = {}
     for key, work in works.items():
@@ -865,7 +879,7 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
         work = decide_work(spark, table, key, before, whole_table=whole_table)
         matched = collect_positions(matched_positions(spark, table, table_ref, int(base_id), row_filter, work))
         # Position rows of absorbed Parquet files (v2, or a v3 table upgraded from v2); DVs are merged in Java.
-        absorbed = collect_positions(absorbed_positions(spark, work))
+        absorbed = collect_positions(absorbed_positions(spark, work, table))
         positions = union_positions(matched, absorbed)
         converted_rows = sum(len(matched.get(p, ())) for p in work.eq_targets)
     change = PartitionChange(key, expression, before, work, positions, converted_rows)

@@ -19,6 +19,7 @@ from compaction.core.model import (
     PartitionState,
 )
 from compaction.spark import jvm as J
+from compaction.spark.file_io_reads import read_parquet_rows, spark_can_read
 
 # Reserved field id of ``file_path`` in position delete files (Iceberg spec, "Position Delete Files").
 FILE_PATH_FIELD_ID = 2147483546
@@ -70,13 +71,14 @@ class PartitionFiles:
     has_applied: bool = True
     _counts: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
-    def refine_position_deletes(self, spark: Any) -> None:
+    def refine_position_deletes(self, spark: Any, table: Any = None) -> None:
         """Replace Iceberg's bounds-based guess with the real targets of multi-file position delete files.
 
         Iceberg plans a position delete file that names several data files (no ``referenced_data_file``) against
         every data file whose path falls between the file's ``file_path`` bounds and whose data sequence number is
         <= the delete's. After a rewrite that kept the starting sequence number, such a file can look "applied" to
-        a new file it never names. Reading the distinct ``file_path`` values of the delete file tells the truth."""
+        a new file it never names. Reading the distinct ``file_path`` values of the delete file tells the truth
+        (through ``table``'s FileIO when Spark cannot open the files, see :func:`_read_position_delete_targets`)."""
         if not self.has_applied:
             raise ValueError("refine_position_deletes needs a scan made with with_applied=True")
         pending = [
@@ -85,7 +87,7 @@ class PartitionFiles:
         ]
         if not pending:
             return
-        targets = _position_delete_targets(spark, [self.deletes[ref] for ref in pending])
+        targets = _position_delete_targets(spark, [self.deletes[ref] for ref in pending], table)
         for path, refs in self.applied.items():
             for ref in [r for r in refs if r in targets and path not in targets[r]]:
                 refs.discard(ref)
@@ -304,7 +306,7 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
                 continue
             unresolved.append((d.copy(), key, seq))
 
-    targets = _read_position_delete_targets(spark, [d for d, _, _ in unresolved])
+    targets = _read_position_delete_targets(spark, [d for d, _, _ in unresolved], table)
     for d, key, seq in unresolved:
         named = targets.get(delete_ref(d), set())
         if not any(path in named and data_seq <= seq for path, data_seq in data_by_partition.get(key, [])):
@@ -325,7 +327,7 @@ def position_delete_target(spark: Any, delete_file: Any) -> str | None:
     return str(location) if location is not None else None
 
 
-def _position_delete_targets(spark: Any, delete_files: list[Any]) -> dict[tuple[str, int], set[str]]:
+def _position_delete_targets(spark: Any, delete_files: list[Any], table: Any = None) -> dict[tuple[str, int], set[str]]:
     """The data files each position delete file names: from metadata where Iceberg can tell
     (:func:`position_delete_target`: Spark's v2 position deletes are file-scoped by their bounds), otherwise by
     reading the file's distinct ``file_path`` values (one Spark job for all of those)."""
@@ -337,19 +339,26 @@ def _position_delete_targets(spark: Any, delete_files: list[Any]) -> dict[tuple[
             out[delete_ref(d)] = {target}
         else:
             rest.append(d)
-    out.update(_read_position_delete_targets(spark, rest))
+    out.update(_read_position_delete_targets(spark, rest, table))
     return out
 
 
-def _read_position_delete_targets(spark: Any, delete_files: list[Any]) -> dict[tuple[str, int], set[str]]:
-    """Distinct ``file_path`` values of position delete files, read with Spark (one job for all of them)."""
+def _read_position_delete_targets(spark: Any, delete_files: list[Any],
+                                  table: Any = None) -> dict[tuple[str, int], set[str]]:
+    """Distinct ``file_path`` values of position delete files, read with Spark (one job for all of them), or, with
+    ``table`` given and files Spark's file sources cannot open (an S3FileIO table: no Hadoop file system for
+    ``s3://``), through the table's FileIO on the driver."""
     if not delete_files:
         return {}
     from functools import reduce
 
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
 
     refs = [delete_ref(d) for d in delete_files]
+    if table is not None and not spark_can_read(spark, table, [ref[0] for ref in refs]):
+        file_path_only = StructType([StructField("file_path", StringType())])
+        return {ref: {str(row[0]) for row in read_parquet_rows(table, file_path_only, ref[0])} for ref in refs}
     frames = [spark.read.parquet(ref[0]).select(F.lit(i).alias("i"), F.col("file_path")).distinct()
               for i, ref in enumerate(refs)]
     out: dict[tuple[str, int], set[str]] = {ref: set() for ref in refs}
