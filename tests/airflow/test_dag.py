@@ -93,6 +93,39 @@ def test_dag_test_compacts_with_spark_submit_then_has_nothing_to_do(spark, sqlit
         after.snapshot_id
 
 
+def test_dag_test_compacts_a_rest_catalog_table_on_s3(spark, rest_catalog: CatalogConfig, airflow_db: Path,
+                                                     catalog_conn) -> None:
+    # The catalog exists only as the Airflow connection (conftest keeps PYICEBERG_CATALOG__* out of the environment):
+    # every task, and the spark-submit of compact, resolve it from there.
+    from af_support import catalog_connection_env
+
+    (connection,) = catalog_connection_env(rest_catalog).values()
+    defined = json.loads(connection)
+    assert defined["extra"]["type"] == "rest" and "credential" not in defined["extra"]
+    assert f"{defined['login']}:{defined['password']}" == rest_catalog.properties["credential"]
+    catalog_conn(rest_catalog)
+    workload = generate(spark, rest_catalog, "afr.events",
+                        WorkloadSpec(seed=23, partitioning="days_ts", commits=2, rows_per_commit=20, days_span=2))
+    table = rest_catalog.load().load_table(workload.identifier)
+    assert table.metadata_location.startswith("s3://")
+    before = read_table(table)
+    assert before.applicable_deletes, "the scenario must start with deletes"
+
+    dag_run = fresh_dag().test(run_conf={"tables": ["afr.*"], "catalog": rest_catalog.name, "mode": "major"})
+    states = task_states(dag_run)
+    assert str(getattr(dag_run.state, "value", dag_run.state)) == "success", states
+    assert [i for (t, i) in states if t == "compact"] == [0] and states[("compact", 0)] == "success"
+    after = read_table(rest_catalog.load().load_table(workload.identifier))
+    assert after.rows == before.rows == workload.expected_rows
+    assert not after.applicable_deletes
+    (run,) = _runs_of(dag_run.run_id)
+    assert run.status is RunStatus.SUCCEEDED and run.catalog == rest_catalog.name and run.table_ref == "afr.events"
+    with Ledger.open() as ledger:
+        outcomes = ledger.outcomes(run.run_id)
+    assert outcomes and all(o.status is OutcomeStatus.COMMITTED and o.validation_result == "passed"
+                            for o in outcomes)
+
+
 def _plan_of(run) -> dict:  # type: ignore[no-untyped-def,type-arg]
     with Ledger.open() as ledger:
         record = ledger.plan(run.plan_id)

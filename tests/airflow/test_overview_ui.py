@@ -2,7 +2,8 @@
 PostgreSQL: the overview of a catalog with tables in different states ordered by need, the table page's health over
 time with the runs marked, "compact now" creating a DAG run with the right conf (checked through Airflow's API) that
 then shows in the run history, and a read-only user refused. One api-server per ledger backend; screenshots are kept
-under tests/artifacts/."""
+under tests/artifacts/. The overview and the table page also run on a REST catalog with its tables on S3 (SeaweedFS,
+ledger on SQLite), which the api-server knows only from its Airflow connection."""
 
 from __future__ import annotations
 
@@ -40,13 +41,11 @@ def _request(url: str, token: str | None = None, data: bytes | None = None,
         return e.code, e.read()
 
 
-@pytest.fixture(scope="module")
-def fleet_catalog(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> CatalogConfig:
+def _build_fleet(spark: Any, catalog: CatalogConfig) -> CatalogConfig:
     """Three tables: one with many deletes (MAJOR due), a clean one, one whose last run failed."""
     from compaction.spark.session import register_catalog
+    from compaction.testing.tables import create_table
 
-    root = tmp_path_factory.mktemp("ui-fleet")
-    catalog = CatalogConfig.sqlite(f"fl_{uuid.uuid4().hex[:8]}", root / "catalog.db", root / "warehouse")
     register_catalog(spark, catalog)
     spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
     generate(spark, catalog, HEAVY, WorkloadSpec(seed=31, partitioning="days_ts", commits=3, rows_per_commit=20,
@@ -54,10 +53,24 @@ def fleet_catalog(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Catal
     catalog.load().load_table(HEAVY).transaction().set_properties(
         {"compaction.major.delete-ratio": "0.01"}).commit_transaction()
     for name in (CLEAN, BROKEN):
-        spark.sql(f"CREATE TABLE {catalog.name}.{name} (id bigint, region string) USING iceberg "
-                  "PARTITIONED BY (region) TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+        create_table(spark, f"{catalog.name}.{name}", "id bigint, region string", "region",
+                     {"format-version": "2", "write.delete.mode": "merge-on-read"})
         spark.sql(f"INSERT INTO {catalog.name}.{name} VALUES (1, 'EU'), (2, 'US'), (3, 'US')")
     return catalog
+
+
+@pytest.fixture(scope="module")
+def fleet_catalog(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> CatalogConfig:
+    root = tmp_path_factory.mktemp("ui-fleet")
+    return _build_fleet(spark, CatalogConfig.sqlite(f"fl_{uuid.uuid4().hex[:8]}", root / "catalog.db",
+                                                    root / "warehouse"))
+
+
+@pytest.fixture(scope="module")
+def rest_fleet_catalog(spark: Any, object_store: Any) -> CatalogConfig:
+    """The same fleet in a REST catalog with its tables on S3: the overview reads its pointers through the catalog
+    API, and the api-server knows the catalog only from its Airflow connection."""
+    return _build_fleet(spark, object_store.catalog(f"flr_{uuid.uuid4().hex[:8]}"))
 
 
 @pytest.fixture(scope="module")
@@ -104,20 +117,26 @@ def _seed_ledger(url: str, catalog: CatalogConfig) -> list[str]:
     return runs
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def ui(request: pytest.FixtureRequest, fleet_catalog: CatalogConfig, serialized_dag: None,
-       tmp_path_factory: pytest.TempPathFactory) -> Iterator[UI]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('ui-ledger') / 'ledger.db'}"
-    else:
+#: Ledger backends with the SQLite fleet catalog, and ``rest``: the REST fleet catalog (ledger on SQLite).
+LEDGER_BACKENDS = ["sqlite", "postgres"]
+WITH_REST = [*LEDGER_BACKENDS, "rest"]
+
+
+@pytest.fixture(scope="module")
+def ui(request: pytest.FixtureRequest, serialized_dag: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UI]:
+    backend = request.param
+    catalog: CatalogConfig = request.getfixturevalue("rest_fleet_catalog" if backend == "rest" else "fleet_catalog")
+    if backend == "postgres":
         cluster: Any = request.getfixturevalue("postgres_cluster")
         url = str(cluster.sqlalchemy_uri(cluster.create_database()))
-    heavy_runs = _seed_ledger(url, fleet_catalog)
-    server = ApiServer(env={**catalog_connection_env(fleet_catalog), "ICECOMPACT_LEDGER_URL": url,
+    else:
+        url = f"sqlite:///{tmp_path_factory.mktemp('ui-ledger') / 'ledger.db'}"
+    heavy_runs = _seed_ledger(url, catalog)
+    server = ApiServer(env={**catalog_connection_env(catalog), "ICECOMPACT_LEDGER_URL": url,
                             "ICECOMPACT_UI_REFRESH_BUDGET_S": "120"})
     try:
         server.wait_ready()
-        yield UI(request.param, fleet_catalog, url, server, server.token("admin"), server.token("viewer"), heavy_runs)
+        yield UI(backend, catalog, url, server, server.token("admin"), server.token("viewer"), heavy_runs)
     finally:
         server.stop()
 
@@ -146,6 +165,7 @@ def _dag_runs(ui: UI) -> dict[str, dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------ overview
+@pytest.mark.parametrize("ui", WITH_REST, indirect=True)
 def test_overview_orders_tables_by_need(ui: UI, browser: Browser, artifacts: Path) -> None:
     assert _request(ui.page("/"))[0] == 401  # Airflow's authentication in front of every page
     browser.set_cookie(ui.server.url, "_token", ui.admin)  # logged in as the Airflow UI does it: a session cookie
@@ -179,12 +199,18 @@ def test_overview_orders_tables_by_need(ui: UI, browser: Browser, artifacts: Pat
     overview = json.loads(body)
     assert status == 200 and [t["table"] for t in overview["tables"]] == [BROKEN, HEAVY, CLEAN]
     assert all(t["current"] for t in overview["tables"]) and overview["stale"] == []
+    if ui.backend == "rest":  # no listing query: pointers from the catalog API, cached since the first answer
+        assert overview["pointers"]["source"] == "catalog API" and overview["pointers"]["cached"] is True
+        assert "tables and metadata pointers read from the catalog API" in browser.dom()
+    else:
+        assert overview["pointers"] == {**overview["pointers"], "source": "catalog database", "cached": False}
     with Ledger.open(ui.ledger_url) as ledger:
         latest = ledger.latest_health_samples(ui.catalog.name)
     assert set(latest) == {BROKEN, HEAVY, CLEAN} and latest[CLEAN].source == "ui"
 
 
 # ------------------------------------------------------------------------------------------------ table page
+@pytest.mark.parametrize("ui", WITH_REST, indirect=True)
 def test_table_page_chart_and_compact_now(ui: UI, browser: Browser, artifacts: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     browser.set_cookie(ui.server.url, "_token", ui.admin)
@@ -250,6 +276,7 @@ def test_table_page_chart_and_compact_now(ui: UI, browser: Browser, artifacts: P
         len(ui.heavy_runs) + 1
 
 
+@pytest.mark.parametrize("ui", LEDGER_BACKENDS, indirect=True)
 def test_read_only_user_is_refused(ui: UI, browser: Browser, artifacts: Path) -> None:
     browser.set_cookie(ui.server.url, "_token", ui.viewer)
     assert browser.goto(ui.page(f"/tables/{CLEAN}")) == 200  # the viewer may read
