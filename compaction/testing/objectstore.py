@@ -129,7 +129,10 @@ class ObjectStoreServer:
         return {prefix + k.upper().replace(".", "__").replace("-", "_"): v for k, v in self.catalog_properties().items()}
 
     def metrics(self) -> dict[str, float]:
-        """The S3 gateway's Prometheus counters (``name{labels}`` -> value)."""
+        """SeaweedFS's Prometheus counters (``name{labels}`` -> value), the S3 gateway's among them.
+
+        ``weed mini`` serves every component's metrics on one port, set by its top-level ``-metricsPort`` (its
+        ``-s3.metricsPort`` is accepted but opens nothing in mini mode)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
             text = resp.read().decode()
         out: dict[str, float] = {}
@@ -141,6 +144,29 @@ class ObjectStoreServer:
                 except ValueError:
                     continue
         return out
+
+    def s3_traffic(self) -> dict[str, Any]:
+        """The S3 gateway's request counts by type and its bytes in and out, over every bucket, since it started.
+
+        Types are SeaweedFS's labels: the HTTP method (``GET``, ``PUT``, ``DELETE``, ``POST``) except ``LIST`` for
+        listings; it counts a ``HEAD`` as ``GET``, so ``GET_body`` (the GETs whose time to first byte it observed,
+        i.e. that returned object bytes) tells reads from the rest. A multipart upload is one ``POST`` to create
+        it, one ``PUT`` per part and one ``POST`` to complete it (``POST`` is otherwise only a multi-object
+        delete). Sample before and after the work to measure and subtract (:func:`traffic_delta`)."""
+        requests: dict[str, float] = {}
+        bytes_in = bytes_out = 0.0
+        for key, value in self.metrics().items():
+            name, _, labels = key.partition("{")
+            if name == "SeaweedFS_s3_request_total":
+                kind = _label(labels, "type")
+                requests[kind] = requests.get(kind, 0.0) + value
+            elif name == "SeaweedFS_s3_time_to_first_byte_millisecond_count" and _label(labels, "type") == "GET":
+                requests["GET_body"] = requests.get("GET_body", 0.0) + value
+            elif name == "SeaweedFS_s3_bucket_traffic_received_bytes_total":
+                bytes_in += value
+            elif name == "SeaweedFS_s3_bucket_traffic_sent_bytes_total":
+                bytes_out += value
+        return {"requests": requests, "bytes_in": bytes_in, "bytes_out": bytes_out}
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -231,3 +257,22 @@ def _oauth_token(server: ObjectStoreServer) -> str:
                                    "client_secret": server.secret_key, "scope": "catalog"}).encode()
     with urllib.request.urlopen(f"{server.catalog_uri}/v1/oauth/tokens", data=body, timeout=2) as resp:
         return str(json.loads(resp.read())["access_token"])
+
+
+def _label(labels: str, name: str) -> str:
+    """The value of label ``name`` in a Prometheus label set (``a="x",b="y"}``)."""
+    marker = f'{name}="'
+    start = labels.find(marker)
+    if start < 0:
+        return ""
+    start += len(marker)
+    return labels[start:labels.find('"', start)]
+
+
+def traffic_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What happened between two :meth:`ObjectStoreServer.s3_traffic` samples (request counts as integers)."""
+    kinds = sorted(set(before["requests"]) | set(after["requests"]))
+    requests = {k: int(after["requests"].get(k, 0) - before["requests"].get(k, 0)) for k in kinds}
+    return {"requests": {k: v for k, v in requests.items() if v},
+            "bytes_in": int(after["bytes_in"] - before["bytes_in"]),
+            "bytes_out": int(after["bytes_out"] - before["bytes_out"])}
