@@ -18,6 +18,11 @@ benchmarks can compare them as multisets with Spark's read::
   Both configurations are reported: the default is what a user gets, the other shows whether our files are right.
 * pyiceberg: ``table.scan(snapshot_id=...).to_arrow()``.
 
+Tables on S3 (``s3://`` metadata, e.g. a REST catalog's): DuckDB loads its ``httpfs`` extension from its wheel
+(``duckdb-extension-httpfs``) too and gets a temporary S3 secret from the table's own FileIO properties
+(``s3.endpoint``, ``s3.access-key-id``, ... as pyiceberg holds them), so every engine reads with the credentials the
+catalog gave; pyiceberg reads through that FileIO anyway.
+
 An engine that cannot read a feature of the table (pyiceberg refuses equality deletes, for example) raises; such a
 refusal is returned as :attr:`EngineRead.error` with the engine's own message and :attr:`EngineRead.unsupported`
 set when it matches one of the known "not supported" messages of :data:`UNSUPPORTED_MESSAGES`, and re-raised
@@ -34,7 +39,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import pyarrow as pa
 
@@ -56,6 +61,7 @@ __all__ = [
     "duckdb_connect",
     "duckdb_extension_paths",
     "duckdb_scan_sql",
+    "duckdb_use_s3",
     "is_unsupported",
     "pyiceberg_arrow",
     "read_rows",
@@ -115,7 +121,7 @@ class EngineRead:
         return None if self.rows is None else sum(self.rows.values())
 
 
-def duckdb_extension_paths() -> list[Path]:
+def duckdb_extension_paths(names: Iterable[str] = _DUCKDB_EXTENSIONS) -> list[Path]:
     """The ``.duckdb_extension`` files of the installed extension wheels for the installed DuckDB version."""
     import importlib.util
 
@@ -123,7 +129,7 @@ def duckdb_extension_paths() -> list[Path]:
 
     version = duckdb.__version__
     paths = []
-    for name in _DUCKDB_EXTENSIONS:
+    for name in names:
         spec = importlib.util.find_spec(f"duckdb_extension_{name}")
         if spec is None or not spec.submodule_search_locations:
             raise RuntimeError(f"the Python package duckdb-extension-{name} is not installed (pip install "
@@ -193,6 +199,8 @@ def read_rows(engine: str, table: Table, snapshot_id: int | None = None, *,
             own = con is None
             connection = duckdb_connect(external_file_cache=engine == DUCKDB) if con is None else con
             try:
+                if _is_s3(table.metadata_location):
+                    duckdb_use_s3(connection, table.io.properties)
                 result = connection.execute(f"SELECT * FROM {duckdb_scan_sql(table.metadata_location, snapshot_id)}")
                 arrow = _fetch_arrow(result)
             finally:
@@ -287,6 +295,39 @@ def _local_path(location: str) -> str:
     if location.startswith("file:/"):
         return location[len("file:"):]
     return location
+
+
+def _is_s3(location: str) -> bool:
+    return location.startswith(("s3://", "s3a://"))
+
+
+def duckdb_use_s3(con: duckdb.DuckDBPyConnection, properties: Mapping[str, str]) -> None:
+    """Let ``con`` read ``s3://`` locations: the ``httpfs`` extension from its wheel (never a download) and a
+    temporary S3 secret built from pyiceberg FileIO properties (``s3.endpoint``, ``s3.access-key-id``,
+    ``s3.secret-access-key``, ``s3.session-token``, ``s3.region``, ``s3.path-style-access``). Idempotent."""
+    from urllib.parse import urlsplit
+
+    loaded = {r[0] for r in con.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
+    if "httpfs" not in loaded:
+        for path in duckdb_extension_paths(("httpfs",)):
+            con.execute(f"LOAD {_sql_string(str(path))}")
+    options = {"TYPE": "S3", "REGION": _sql_string(properties.get("s3.region") or properties.get("client.region")
+                                                   or "us-east-1")}
+    if properties.get("s3.access-key-id"):
+        options["KEY_ID"] = _sql_string(properties["s3.access-key-id"])
+        options["SECRET"] = _sql_string(properties.get("s3.secret-access-key", ""))
+    if properties.get("s3.session-token"):
+        options["SESSION_TOKEN"] = _sql_string(properties["s3.session-token"])
+    endpoint = properties.get("s3.endpoint")
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        options["ENDPOINT"] = _sql_string(parts.netloc + parts.path.rstrip("/"))
+        options["USE_SSL"] = "false" if parts.scheme == "http" else "true"
+    if str(properties.get("s3.path-style-access", "")).lower() == "true":
+        options["URL_STYLE"] = "'path'"
+    # A temporary (in-memory) secret of this connection only; never logged.
+    con.execute("CREATE OR REPLACE TEMPORARY SECRET icecompact_s3 ("
+                + ", ".join(f"{k} {v}" for k, v in options.items()) + ")")
 
 
 def _sql_string(value: str) -> str:
