@@ -11,7 +11,7 @@
     "https://catalog.example.com/api/catalog", "warehouse": "analytics", "s3.endpoint": ..., "s3.region": ...}``;
     login + password are OAuth2 client credentials (``credential=login:password``), a password alone is a bearer
     ``token``. An S3 secret key the catalog does not vend may sit in extra as ``s3.secret-access-key`` (Airflow
-    masks extra values whose key contains "secret" in its UI and logs).
+    masks extra values whose key contains "secret" in task logs).
 * Spark: the connection ``spark_default`` (provider ``spark`` type); when it does not exist, the master is
   ``$ICECOMPACT_SPARK_MASTER`` or ``local[2]`` in client mode (see :mod:`icecompact_airflow.operators`).
 """
