@@ -77,8 +77,9 @@ def postgres_catalog(tmp_path: Path, spark, postgres_cluster) -> CatalogConfig: 
 
 @pytest.fixture(scope="session")
 def object_store() -> Iterator[object]:
-    """One SeaweedFS (S3 endpoint + Iceberg REST catalog) for the test session; each test gets its own catalog name
-    and namespaces, so tests never see each other's tables."""
+    """One SeaweedFS (S3 endpoint + Iceberg REST catalog) for the test session. Every REST catalog of the session
+    serves the same warehouse: each test gets its own catalog *name* (Spark keeps a catalog's instance per name), but
+    it sees the other tests' tables, so each test uses table names of its own."""
     from compaction.testing.objectstore import start_object_store
 
     server = start_object_store()
