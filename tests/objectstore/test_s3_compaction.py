@@ -32,6 +32,7 @@ from compaction.ledger import Ledger, OutcomeStatus, RunStatus
 from compaction.runner import run_table
 from compaction.spark import jvm as J
 from compaction.spark import major as major_module
+from compaction.spark import partition_files as partition_files_module
 from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
@@ -164,8 +165,11 @@ def test_major_overtaken_by_a_writer_on_the_rest_catalog_retries(spark, rest_cat
     the writer runs inside our rewrite call, whose table instance still plans from the old snapshot): a Spark
     DELETE (a position delete on a file we rewrite), an equality delete and an append. The REST catalog's commit
     validation refuses our rewrite, the partition is re-inspected and retried; no row lost or resurrected."""
+    # Partition-scoped position deletes (one delete file names several data files): which files they name is read
+    # from the files themselves, through the table's FileIO on S3 (compaction.spark.file_io_reads), by the cleanup
+    # of dangling deletes and by the MAJOR's validation.
     spec = WorkloadSpec(seed=41, format_version=2, partitioning="days_ts", days_span=1, commits=3, rows_per_commit=40,
-                        eq_delete_fraction=0.8, null_key_fraction=0.0)
+                        eq_delete_fraction=0.8, null_key_fraction=0.0, delete_granularity="partition")
     workload = generate(spark, rest_catalog, "s3race.t", spec)
     expected: Counter[tuple[Any, ...]] = Counter(read_table(rest_catalog.load().load_table(workload.identifier)).rows)
     assert expected == workload.expected_rows
@@ -191,7 +195,16 @@ def test_major_overtaken_by_a_writer_on_the_rest_catalog_retries(spark, rest_cat
         return original(spark_, table, *args, **kwargs)
 
     monkeypatch.setattr(major_module, "rewrite_partition", overtaken_rewrite)
+    read_through_file_io: list[str] = []
+    original_read = partition_files_module.read_parquet_rows
+
+    def recorded_read(table, schema, location):  # type: ignore[no-untyped-def]
+        read_through_file_io.append(location)
+        return original_read(table, schema, location)
+
+    monkeypatch.setattr(partition_files_module, "read_parquet_rows", recorded_read)
     _, majors = _compact(spark, rest_catalog, "s3race.t", CompactionMode.MAJOR, ValidationLevel.COUNT, FULL)
+    assert read_through_file_io, "no partition-scoped position delete was read (through the FileIO)"
     assert [p.status for p in majors] == [COMMITTED], [(p.label, p.status, p.error) for p in majors]
     assert majors[0].conflicts, "the MAJOR overtaken by the writer must have been refused and retried"
     final = read_table(rest_catalog.load().load_table(workload.identifier))
