@@ -574,6 +574,12 @@ def replay_clone(spark: Any, catalog_name: str, base_ref: str, namespace: str, n
         delta.commit()
 
 
+def per_request_ms(traffic: dict[str, Any], kind: str) -> float:
+    """The S3 gateway's mean time per request of one type, in milliseconds (0 without such requests)."""
+    count = traffic["requests"].get(kind, 0)
+    return 1000 * traffic.get("seconds", {}).get(kind, 0.0) / count if count else 0.0
+
+
 def traffic_text(traffic: dict[str, Any]) -> str:
     """One line of S3 counters: requests by type, bytes in (uploaded) and out (downloaded)."""
     requests = traffic["requests"]
@@ -796,7 +802,7 @@ def render_storage(sizes: dict[str, Any], goals: dict[str, Any], notes: list[str
             lines += [f"   S3 requests per contender (SeaweedFS's counters, the contender alone; GET includes HEAD, "
                       f"GET_body = GETs that returned bytes; multipart = POST create + PUT per part + POST complete)",
                       f"   {'contender':<18}{'GET':>8}{'GET_body':>9}{'PUT':>7}{'POST':>6}{'LIST':>6}{'DELETE':>7}"
-                      f"{'in MiB':>9}{'out MiB':>9}"]
+                      f"{'in MiB':>9}{'out MiB':>9}{'gateway s':>11}{'ms/GET':>8}{'ms/PUT':>8}"]
             rows = [(c, s["work"][c]["s3"]) for c in s["contenders"]] + list(s.get("scan_s3", {}).items())
             if s.get("big_file"):
                 rows.append(("major_big", s["big_file"]["s3"]))
@@ -804,7 +810,9 @@ def render_storage(sizes: dict[str, Any], goals: dict[str, Any], notes: list[str
                 q = t["requests"]
                 lines.append(f"   {c:<18}{q.get('GET', 0):8d}{q.get('GET_body', 0):9d}{q.get('PUT', 0):7d}"
                              f"{q.get('POST', 0):6d}{q.get('LIST', 0):6d}{q.get('DELETE', 0):7d}"
-                             f"{t['bytes_in'] / MIB:9.0f}{t['bytes_out'] / MIB:9.0f}")
+                             f"{t['bytes_in'] / MIB:9.0f}{t['bytes_out'] / MIB:9.0f}"
+                             f"{sum(t.get('seconds', {}).values()):11.1f}{per_request_ms(t, 'GET'):8.1f}"
+                             f"{per_request_ms(t, 'PUT'):8.1f}")
         big = s.get("big_file")
         if big:
             lines.append(f"   files over 100 MB (major_big: our MAJOR, validation none, target "
@@ -939,7 +947,8 @@ def main(argv: list[str] | None = None) -> int:
                 "Parquet contender needs a Hadoop S3 filesystem, which this Spark does not ship)",
                 "S3 requests: SeaweedFS's s3 request counters by type over the contender alone (pyiceberg's "
                 "metadata reads included); SeaweedFS counts HEAD as GET; GET_body = GETs with a first byte sent; "
-                "in = bytes uploaded to S3, out = bytes downloaded",
+                "in = bytes uploaded to S3, out = bytes downloaded; gateway s: the S3 gateway's own time handling "
+                "the contender's requests (no client or network time), ms/GET and ms/PUT its mean per request",
             ]
         if len(per_size) >= 2 and not with_s3:
             chart(per_size, stem.with_suffix(".png"))
@@ -948,7 +957,7 @@ def main(argv: list[str] | None = None) -> int:
         stem.parent.mkdir(parents=True, exist_ok=True)
         stem.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         stem.with_suffix(".txt").write_text(text + "\n")
-        print(f"wrote {stem}.{{txt,json{',png' if len(per_size) >= 2 else ''}}}")
+        print(f"wrote {stem}.{{txt,json{',png' if len(per_size) >= 2 and not with_s3 else ''}}}")
         return 0
     finally:
         sampler.stop()

@@ -152,21 +152,26 @@ class ObjectStoreServer:
         listings; it counts a ``HEAD`` as ``GET``, so ``GET_body`` (the GETs whose time to first byte it observed,
         i.e. that returned object bytes) tells reads from the rest. A multipart upload is one ``POST`` to create
         it, one ``PUT`` per part and one ``POST`` to complete it (``POST`` is otherwise only a multi-object
-        delete). Sample before and after the work to measure and subtract (:func:`traffic_delta`)."""
+        delete). ``seconds`` is the gateway's own time handling them, by type (its latency seen from inside: no
+        client or network time). Sample before and after the work to measure and subtract (:func:`traffic_delta`)."""
         requests: dict[str, float] = {}
+        seconds: dict[str, float] = {}
         bytes_in = bytes_out = 0.0
         for key, value in self.metrics().items():
             name, _, labels = key.partition("{")
             if name == "SeaweedFS_s3_request_total":
                 kind = _label(labels, "type")
                 requests[kind] = requests.get(kind, 0.0) + value
+            elif name == "SeaweedFS_s3_request_seconds_sum":
+                kind = _label(labels, "type")
+                seconds[kind] = seconds.get(kind, 0.0) + value
             elif name == "SeaweedFS_s3_time_to_first_byte_millisecond_count" and _label(labels, "type") == "GET":
                 requests["GET_body"] = requests.get("GET_body", 0.0) + value
             elif name == "SeaweedFS_s3_bucket_traffic_received_bytes_total":
                 bytes_in += value
             elif name == "SeaweedFS_s3_bucket_traffic_sent_bytes_total":
                 bytes_out += value
-        return {"requests": requests, "bytes_in": bytes_in, "bytes_out": bytes_out}
+        return {"requests": requests, "seconds": seconds, "bytes_in": bytes_in, "bytes_out": bytes_out}
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -273,6 +278,9 @@ def traffic_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, An
     """What happened between two :meth:`ObjectStoreServer.s3_traffic` samples (request counts as integers)."""
     kinds = sorted(set(before["requests"]) | set(after["requests"]))
     requests = {k: int(after["requests"].get(k, 0) - before["requests"].get(k, 0)) for k in kinds}
+    seconds = {k: round(after["seconds"].get(k, 0.0) - before["seconds"].get(k, 0.0), 3)
+               for k in sorted(set(before["seconds"]) | set(after["seconds"]))}
     return {"requests": {k: v for k, v in requests.items() if v},
+            "seconds": {k: v for k, v in seconds.items() if v},
             "bytes_in": int(after["bytes_in"] - before["bytes_in"]),
             "bytes_out": int(after["bytes_out"] - before["bytes_out"])}
