@@ -261,9 +261,9 @@ def test_v3_minor_overtaken_by_a_spark_delete_on_the_rest_catalog_retries(spark,
 #: (1.5). Its Java property is ``s3.multipart.part-size-bytes`` (``S3FileIOProperties.MULTIPART_SIZE``; default 32 MB).
 MULTIPART_SIZE = 5 * 1024 * 1024
 #: Rows of ~64 incompressible-ish bytes each (a SHA-256 in hex): ~4 MB a batch, each appended as one file that stays
-#: under the multipart threshold (7.5 MB); the MAJOR's output (all batches, one file) passes it twice over.
+#: under the multipart threshold (7.5 MB); the MAJOR's output (all batches, one file) passes it.
 BATCH_ROWS = 100_000
-BATCHES = 4
+BATCHES = 3
 
 
 @pytest.fixture()
@@ -301,7 +301,7 @@ def test_kill_9_mid_rewrite_on_s3_then_a_multipart_rewrite(spark, object_store, 
                                                           ledger: Ledger, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A MAJOR through spark-submit is SIGKILLed while its rewrite runs: the table is unchanged, every file its
-    metadata references is whole, the ledger says failed. The next run writes one ~16 MB file, uploaded in parts
+    metadata references is whole, the ledger says failed. The next run writes one ~12 MB file, uploaded in parts
     (S3FileIO's multipart upload, parts of 5 MB; the server's request counters show it), and every engine reads it
     back. (SeaweedFS gives a multipart object a plain MD5 ETag, without the usual ``-<parts>``.)"""
     catalog = multipart_catalog
@@ -351,7 +351,7 @@ def test_kill_9_mid_rewrite_on_s3_then_a_multipart_rewrite(spark, object_store, 
     after = read_table(table)
     assert after.rows == before.rows and not after.applicable_deletes
     (rewritten,) = after.data_files
-    assert rewritten.file_size_in_bytes > 2 * MULTIPART_SIZE
+    assert rewritten.file_size_in_bytes > 1.5 * MULTIPART_SIZE  # past the multipart threshold
     traffic = traffic_delta(rewrite, object_store.s3_traffic())["requests"]
     assert traffic.get("POST", 0) >= 2 and traffic.get("PUT", 0) >= 3, f"no multipart upload: {traffic}"
     from compaction.testing import engines as E
