@@ -115,3 +115,21 @@ def read_parquet_through_file_io(spark: Any, table: Any, spark_schema: Any, file
     schema = spark_schema if tag_column is None else StructType(
         [*spark_schema.fields, StructField(tag_column, LongType(), False)])
     return spark.createDataFrame(rows, schema)
+
+
+def static_table_frame(spark: Any, table: Any, metadata_file: str, snapshot_id: int) -> Any:
+    """The rows of the table as of ``metadata_file`` at ``snapshot_id``, loaded with the table's FileIO and without
+    any catalog: Iceberg's static table (``StaticTableOperations``), as ``spark.read.format("iceberg").load(
+    <metadata.json>)`` loads it, except that Spark's path loading reads the metadata through Hadoop, which cannot
+    open ``s3://`` (see the module doc). A table apart from the catalog's shared instance: any thread may read it."""
+    from pyspark.sql import DataFrame
+
+    j = spark.sparkContext._jvm
+    operations = j.org.apache.iceberg.StaticTableOperations(metadata_file, table.io())
+    static = j.org.apache.iceberg.BaseTable(operations, metadata_file)
+    spark_table = j.org.apache.iceberg.spark.source.SparkTable(static, j.java.lang.Long.valueOf(int(snapshot_id)),
+                                                               False)
+    options = j.org.apache.spark.sql.util.CaseInsensitiveStringMap(j.java.util.HashMap())
+    relation = j.org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation.create(
+        spark_table, j.scala.Option.empty(), j.scala.Option.empty(), options)
+    return DataFrame(j.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, relation), spark)

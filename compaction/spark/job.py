@@ -27,6 +27,7 @@ from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask,
 from compaction.core.planner import evaluate_partition
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression, spark_partition_predicate
+from compaction.spark.file_io_reads import spark_can_read, static_table_frame
 from compaction.spark.major import (
     find_tagged_snapshot,
     major_compact,
@@ -160,6 +161,7 @@ class GroupRows:
         self.spark, self.ref, self.level = spark, ref, level
         self.base_snapshot_id = base_snapshot_id
         self.base_metadata_file = base_metadata_file
+        self._table = table
         self.keys = list(dict.fromkeys(keys))
         self._predicates = [rows_predicate(spark, table, catalog_name, {k}) for k in self.keys]
         self._values: dict[Any, Fingerprint | None] | None = None
@@ -183,9 +185,15 @@ class GroupRows:
                 or self._pending is not None):
             return
         try:
+            loaded: dict[str, Any] = {}
+            if not spark_can_read(self.spark, self._table, [self.base_metadata_file]):
+                # S3FileIO & co: Spark loads a metadata.json path through Hadoop, which has no s3:// file system;
+                # the same static table loaded with the table's FileIO (never the catalog's shared instance).
+                loaded["frame"] = static_table_frame(self.spark, self._table, self.base_metadata_file,
+                                                     self.base_snapshot_id)
             # Built here (table loaded, queries analysed); only their execution runs in the background.
             run = partition_fingerprints_query(self.spark, self.base_metadata_file, self.base_snapshot_id,
-                                               self._predicates, self.level)
+                                               self._predicates, self.level, **loaded)
         except Exception:  # read through the catalog when first needed instead
             return
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecompact-prefetch-group")

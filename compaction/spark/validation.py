@@ -140,10 +140,12 @@ def partition_fingerprints(spark: SparkSession, table_ref: str, snapshot_id: int
 
 def partition_fingerprints_query(spark: SparkSession, table_ref: str, snapshot_id: int,
                                  predicates: Sequence[Column],
-                                 level: ValidationLevel) -> Callable[[], list[Fingerprint | None]]:
+                                 level: ValidationLevel, *,
+                                 frame: Any = None) -> Callable[[], list[Fingerprint | None]]:
     """:func:`partition_fingerprints` in two steps: this call loads the table and builds (analyses) the queries in
     the calling thread; the returned function runs them, in any thread. ``table_ref``: a catalog table name or the
-    path of a ``metadata.json`` (Iceberg's static table, loaded without any catalog)."""
+    path of a ``metadata.json`` (Iceberg's static table, loaded without any catalog); ``frame``: the table's rows at
+    ``snapshot_id`` already loaded, used instead (e.g. :func:`compaction.spark.file_io_reads.static_table_frame`)."""
     if level is ValidationLevel.NONE:
         return lambda: [None] * len(predicates)
     from functools import reduce
@@ -153,8 +155,9 @@ def partition_fingerprints_query(spark: SparkSession, table_ref: str, snapshot_i
     queries = []
     for start in range(0, len(predicates), PARTITIONS_PER_JOB):
         chunk = list(predicates[start:start + PARTITIONS_PER_JOB])
-        df = (spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref)
-              .where(reduce(lambda a, b: a | b, chunk)))
+        source = frame if frame is not None else (
+            spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref))
+        df = source.where(reduce(lambda a, b: a | b, chunk))
         checksum = level is ValidationLevel.CHECKSUM
         # Each row's hash and predicate values once (a projection: Spark does not inline an expensive expression
         # used several times), then one conditional aggregate per predicate.
