@@ -45,10 +45,11 @@ bench-scale: install
 
 # The same contenders on local disk and on S3 (a throwaway SeaweedFS: S3 + Iceberg REST catalog) side by side in one
 # run, ratios compared, S3 requests per contender, one >100 MB multipart upload checked (bench/results/scale_s3.*;
-# ~45 min for s,m on 2 cores). FORMAT=3 for deletion vectors (scale_s3_v3.*).
+# ~25 min for s,m on 2 cores). Median of 3: one sample per contender is too noisy for a 10 % comparison on a shared
+# machine. FORMAT=3 for deletion vectors (scale_s3_v3.*); REPEAT=1 for a quick look.
 .PHONY: bench-scale-s3
 bench-scale-s3: install
-	$(PY) bench/scale.py --sizes $${SIZES:-s,m} --storage local,s3 --format-version $${FORMAT:-2}
+	$(PY) bench/scale.py --sizes $${SIZES:-s,m} --storage local,s3 --repeat $${REPEAT:-3} --format-version $${FORMAT:-2}
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
