@@ -56,7 +56,7 @@ Usage::
     .venv/bin/python bench/scale.py                       # sizes s, m, l, format v2, repeat 1
     .venv/bin/python bench/scale.py --sizes s --repeat 2  # quick
     .venv/bin/python bench/scale.py --format-version 3    # DVs (results scale_v3.*)
-    .venv/bin/python bench/scale.py --sizes s,m --storage local,s3   # results scale_s3.* (scale_s3_v3.*)
+    .venv/bin/python bench/scale.py --sizes s,m --storage local,s3 --repeat 3   # scale_s3.* (scale_s3_v3.*)
 
 Results: ``bench/results/scale.{txt,json,png}`` (``scale_v3.*`` for v3; ``scale_s3*`` with S3). Absolute times drift
 on this shared
