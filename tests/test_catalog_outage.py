@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CatalogUnavailableError, CommitConflictError, RewriteJobError
 from compaction.core.plan import CompactionMode
@@ -92,6 +94,61 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
         outcomes = [p for r in results for p in r.partitions]
         assert outcomes and all(p.status == COMMITTED for p in outcomes), [(p.label, p.status, p.error)
                                                                           for p in outcomes]
+        assert any("waiting for the catalog" in m for m in messages), messages
+        after = read_table(catalog.load().load_table(workload.identifier))
+        assert after.rows == before.rows
+        assert after.snapshot_id != before.snapshot_id
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize("partitions", [1, 3], ids=["one-partition", "group-commit"])
+def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                     monkeypatch, partitions: int) -> None:
+    """Found by the soak: PostgreSQL restarting right after our commit failed the partition with its snapshot on
+    main and no validated outcome (and a group commit's undo, unable to reach the catalog, crashed the job). Now the
+    job waits for the catalog and validates what it committed: one partition (run_task) and a group commit."""
+    import compaction.spark.job as job
+    from compaction.spark.session import register_catalog
+    from compaction.testing.postgres import start_cluster
+
+    cluster = start_cluster()
+    try:
+        catalog = CatalogConfig(f"pgv_{uuid.uuid4().hex[:8]}", {
+            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
+            "warehouse": (tmp_path / "warehouse").as_uri()})
+        (tmp_path / "warehouse").mkdir()
+        register_catalog(spark, catalog)
+        spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
+        workload = generate(spark, catalog, "cdc.v", WorkloadSpec(seed=43, commits=3, rows_per_commit=40))
+        before = read_table(catalog.load().load_table(workload.identifier))
+        state = inspect_table(catalog, "cdc.v")
+        the_plan = plan(state, CompactionPolicy.resolve(state.properties, {"major_full_rewrite": True,
+                                                                           "max_partitions_per_run": partitions}),
+                        CompactionMode.MAJOR, NOW)
+        assert sum(len(g.tasks) for g in the_plan.groups) == partitions
+
+        real_validate = job._validate
+        restarts: list[threading.Timer] = []
+
+        def validate_during_an_outage(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if not restarts:  # the first validation: the commit is on main, the catalog goes down now
+                cluster.stop_server()
+                restarts.append(threading.Timer(6, cluster.start_server))
+                restarts[0].start()
+                args[1].refresh()  # validation's first read of the catalog (the soak's failed on `refresh`)
+            return real_validate(*args, **kwargs)
+
+        monkeypatch.setattr(job, "_validate", validate_during_an_outage)
+        messages: list[str] = []
+        results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=messages.append)
+                   for g in the_plan.groups]
+        restarts[0].join()
+        outcomes = [p for r in results for p in r.partitions]
+        assert outcomes
+        assert all(p.status == COMMITTED for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
+        assert all(p.validation.get("result") == "passed" for p in outcomes), [p.validation for p in outcomes]
+        assert any("validated once it answered" in p.reason for p in outcomes)
         assert any("waiting for the catalog" in m for m in messages), messages
         after = read_table(catalog.load().load_table(workload.identifier))
         assert after.rows == before.rows

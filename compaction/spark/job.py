@@ -390,6 +390,30 @@ def _wait_for_catalog(err: CatalogUnavailableError, since: float | None,
     return since
 
 
+def _validate_after_outage(err: CatalogUnavailableError, since: float | None,
+                           progress: Callable[[str], None] | None, spark: Any, table: Any, ref: str,
+                           plan: CompactionPlan, task: CompactionTask, commits: list[int], level: ValidationLevel,
+                           base_sequence_number: int | None, expression: Any, result: PartitionResult) -> float | None:
+    """Wait for the catalog (up to CATALOG_OUTAGE_WAIT_S), then validate ``commits``; raises CommitValidationError
+    when they fail, re-raises the outage when it outlasts the wait. Returns when the outage started."""
+    while True:
+        since = _wait_for_catalog(err, since, progress)
+        if since is None:
+            raise err
+        try:
+            table.refresh()
+            _validate(spark, table, ref, plan.table.catalog, task.partition, commits, level, base_sequence_number,
+                      expression, result)
+            return since
+        except CommitValidationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - still down: wait again; anything else goes to the caller
+            again = classify_java_error(e, f"{task.kind.value.upper()} {task.partition.label()}")
+            if not isinstance(again, CatalogUnavailableError):
+                raise
+            err = again
+
+
 def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: CompactionTask, *,
              level: ValidationLevel, max_retries: int,
              progress: Callable[[str], None] | None = None, prepared: Any = None,
@@ -451,6 +475,29 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             break
         except Exception as e:  # py4j errors from Iceberg, classified
             err = classify_java_error(e, f"{task.kind.value.upper()} {key.label()}")
+            if commits and isinstance(err, CatalogUnavailableError):
+                # Committed, then the catalog went away (e.g. during validation's reads): the snapshots are on main,
+                # and neither validating nor undoing them can happen until it answers. Validation is read-only, so
+                # wait and validate what was committed (kept when it passes, undone when it fails); the rest of
+                # the attempt (a cleanup, a conversion) is left to the next run, which plans from what is there.
+                # Found by the soak: a PostgreSQL restart between commit and check left an unvalidated snapshot.
+                try:
+                    unavailable_since = _validate_after_outage(
+                        err, unavailable_since, progress, spark, table, ref, plan, task, commits, level,
+                        None if _selective(task) else int(current.sequenceNumber()), expression, result)
+                except CommitValidationError as failed:
+                    result.error, result.error_class, result.exit_code = str(failed), type(failed).__name__, failed.exit_code
+                    result.status = _undo(spark, table, commits)
+                    result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
+                    break
+                except Exception as again:  # noqa: BLE001 - classified below as the original failure would be
+                    err = classify_java_error(again, f"{task.kind.value.upper()} {key.label()}")
+                else:
+                    result.status = COMMITTED
+                    result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
+                    note = "the catalog was unavailable after the commit; validated once it answered"
+                    result.reason = f"{result.reason}; {note}" if result.reason else note
+                    break
             if commits:  # committed, then something failed (e.g. our own check): never keep it silently
                 result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
                 result.status = _undo(spark, table, commits)
@@ -611,10 +658,15 @@ def _selective_attempt(a: _Attempt, result: PartitionResult, commits: list[int],
 
 
 def _undo(spark: Any, table: Any, commits: list[int]) -> str:
-    """Roll our snapshots back newest first while each is still current; otherwise flag for a human."""
+    """Roll our snapshots back newest first while each is still current; otherwise flag for a human (also when the
+    rollback itself cannot reach the catalog: the job reports that instead of dying with it)."""
     for sid in reversed(commits):
         parent = table.snapshot(int(sid)).parentId()
-        if parent is None or not rollback_if_current(spark, table, sid, int(parent)):
+        try:
+            rolled_back = parent is not None and rollback_if_current(spark, table, sid, int(parent))
+        except Exception:  # noqa: BLE001 - the catalog is gone; what is on main is for a human to look at
+            rolled_back = False
+        if not rolled_back:
             return NEEDS_ATTENTION
     return ROLLED_BACK
 
@@ -713,11 +765,14 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         err = classify_java_error(e, f"MAJOR of {len(active)} partitions")
         _emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
         return settled, _group_conflicts(err, [t.partition for t, _, _, _ in active])
-    fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
-    try:
-        if selective is None:
+    cleaned = selective is not None  # a selective rewrite leaves the dangling deletes to its conversion step
+
+    def settle(fingerprints: FingerprintCache) -> None:
+        nonlocal cleaned
+        if not cleaned:
             remove_dangling_deletes(spark, table, expression, plan_id=plan.plan_id, tag=new_tag(),
                                     covers_whole_table=False, committed=commits)
+            cleaned = True
         table.refresh()
         last = commits[-1] if commits else base_id
         _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
@@ -728,11 +783,29 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                       base_seq if selective is None else None, part_expression, result, after_files=after,
                       fingerprints=fingerprints, group=group, own_rows=True)
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
-    except Exception as e:  # committed, then something failed: never keep it silently
-        err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MAJOR of {len(active)} partitions")
-        _undo_group(spark, table, commits, [r for _, _, _, r in active], err)
-    finally:
-        fingerprints.close()
+
+    unavailable_since: float | None = None
+    while True:
+        fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
+        try:
+            settle(fingerprints)
+            if unavailable_since is not None:
+                for *_, result in active:
+                    note = "the catalog was unavailable after the commit; validated once it answered"
+                    result.reason = f"{result.reason}; {note}" if result.reason else note
+            break
+        except Exception as e:  # committed, then something failed: never keep it silently
+            err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MAJOR of {len(active)} partitions")
+            if commits and isinstance(err, CatalogUnavailableError):
+                # The group's commit is on main and the catalog went away: neither checking nor undoing it can
+                # happen before it answers. The checks are reads: wait, then settle again (see run_task).
+                unavailable_since = _wait_for_catalog(err, unavailable_since, progress)
+                if unavailable_since is not None:
+                    continue
+            _undo_group(spark, table, commits, [r for _, _, _, r in active], err)
+            break
+        finally:
+            fingerprints.close()
     _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started, progress)
     return settled, {}
 
