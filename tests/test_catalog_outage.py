@@ -59,18 +59,25 @@ def test_a_lost_catalog_connection_is_unavailable_and_an_unknown_commit_is_not(s
     assert isinstance(classify_java_error(_java_error(syntax), "p"), RewriteJobError)
 
 
-def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def _own_postgres_catalog(spark, cluster, tmp_path: Path, prefix: str) -> CatalogConfig:  # type: ignore[no-untyped-def]
+    """A catalog on the test's own cluster (the session's is shared by other tests), registered in Spark uncached."""
     from compaction.spark.session import register_catalog
+
+    catalog = CatalogConfig(f"{prefix}_{uuid.uuid4().hex[:8]}", {
+        "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
+        "warehouse": (tmp_path / "warehouse").as_uri()})
+    (tmp_path / "warehouse").mkdir()
+    register_catalog(spark, catalog)
+    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
+    return catalog
+
+
+def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from compaction.testing.postgres import start_cluster
 
-    cluster = start_cluster()  # its own cluster: the session's is shared by other tests
+    cluster = start_cluster()
     try:
-        catalog = CatalogConfig(f"pgo_{uuid.uuid4().hex[:8]}", {
-            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
-            "warehouse": (tmp_path / "warehouse").as_uri()})
-        (tmp_path / "warehouse").mkdir()
-        register_catalog(spark, catalog)
-        spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
+        catalog = _own_postgres_catalog(spark, cluster, tmp_path, "pgo")
         workload = generate(spark, catalog, "cdc.t", WorkloadSpec(seed=41, commits=3, rows_per_commit=40))
         before = read_table(catalog.load().load_table(workload.identifier))
         state = inspect_table(catalog, "cdc.t")
@@ -109,17 +116,11 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
     main and no validated outcome (and a group commit's undo, unable to reach the catalog, crashed the job). Now the
     job waits for the catalog and validates what it committed: one partition (run_task) and a group commit."""
     import compaction.spark.job as job
-    from compaction.spark.session import register_catalog
     from compaction.testing.postgres import start_cluster
 
     cluster = start_cluster()
     try:
-        catalog = CatalogConfig(f"pgv_{uuid.uuid4().hex[:8]}", {
-            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
-            "warehouse": (tmp_path / "warehouse").as_uri()})
-        (tmp_path / "warehouse").mkdir()
-        register_catalog(spark, catalog)
-        spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
+        catalog = _own_postgres_catalog(spark, cluster, tmp_path, "pgv")
         workload = generate(spark, catalog, "cdc.v", WorkloadSpec(seed=43, commits=3, rows_per_commit=40))
         before = read_table(catalog.load().load_table(workload.identifier))
         state = inspect_table(catalog, "cdc.v")
