@@ -204,21 +204,77 @@ def _parse_overrides(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def validation_label(level: str | None, result: str | None) -> str:
+    """How a partition's validation is shown (the Spark job's progress line, the run's before/after table, history,
+    the Airflow UI): ``passed (count)``, ``failed (checksum)``, ``skipped (none)``; ``-`` when nothing was checked.
+    A partition touched by several commits (a file rewrite, its cleanup, a conversion) shows the weakest result
+    among them: every one was checked at the run's level, and one failure is the partition's failure."""
+    if not result:
+        return "-"
+    return f"{result} ({level})" if level else str(result)
+
+
+#: The row of the whole table under the per-partition rows of the before/after table.
+WHOLE_TABLE_LABEL = "whole table"
+#: Counted per (spec, partition) row: data files, delete files, data file records.
+_NO_FILES = (0, 0, 0)
+
+
+def _state_counts(partition) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+    if partition is None:
+        return _NO_FILES
+    return partition.data_file_count, len(partition.delete_files), partition.data_records
+
+
+def _arrow_cell(before: object, after: object) -> str:
+    return f"{_n(before)} -> {_n(after)}"
+
+
 def format_before_after(report) -> str:  # type: ignore[no-untyped-def]
-    """Per compacted partition: files and rows before/after, from the run's outcomes."""
+    """Per compacted partition: files and records before/after, status and the validation its commits passed.
+
+    A row is one (spec, partition) (its label starts with ``spec=N``) and counts only the files written under that
+    spec and partition, from the table's metadata as planned (before) and after the run: each file is counted in
+    exactly one row, so the rows never overlap. On a table whose spec evolved a rewrite writes the rows of the
+    older-spec files it selects into partitions of the current spec, possibly ones it was not asked to compact:
+    every partition the run did not compact but whose files changed gets a row too ("not compacted"), and the last
+    row is the whole table, so the columns add up. (The ledger keeps what each partition's job counted, its own
+    files at its base and at its last commit.) Without the after inspection the job's counts are shown."""
+    before_state, after_state = report.before, report.after
+    if not report.outcomes:
+        return "nothing was compacted"
+    before_by_label = {p.key.label(): p for p in before_state.partitions}
+    after_by_label = {p.key.label(): p for p in (after_state.partitions if after_state is not None else ())}
     rows = []
     for o in report.outcomes:
-        rows.append((
-            o.partition_label, o.kind.value.upper(), o.status.value,
-            f"{_n(o.data_files_before)} -> {_n(o.data_files_after)}",
-            f"{_n(o.delete_files_before)} -> {_n(o.delete_files_after)}",
-            f"{_n(o.records_before)} -> {_n(o.records_after)}",
-            o.validation_result or "-",
-        ))
-    if not rows:
-        return "nothing was compacted"
-    return render_table(["partition", "kind", "status", "data files", "delete files", "file records", "validation"],
-                        rows)
+        if after_state is None:
+            counts = [(o.data_files_before, o.data_files_after), (o.delete_files_before, o.delete_files_after),
+                      (o.records_before, o.records_after)]
+        else:
+            counts = list(zip(_state_counts(before_by_label.get(o.partition_label)),
+                              _state_counts(after_by_label.get(o.partition_label))))
+        rows.append((o.partition_label, o.kind.value.upper(), o.status.value, *(_arrow_cell(*c) for c in counts),
+                     validation_label(o.validation_level, o.validation_result)))
+    spec_ids = sorted({o.spec_id for o in report.outcomes if o.spec_id is not None}
+                      | {p.key.spec_id for p in before_state.partitions})
+    if after_state is not None:
+        compacted = {o.partition_label for o in report.outcomes}
+        for label in sorted((set(before_by_label) | set(after_by_label)) - compacted):
+            was, now = _state_counts(before_by_label.get(label)), _state_counts(after_by_label.get(label))
+            if was != now:
+                rows.append((label, "-", "not compacted", *(_arrow_cell(b, a) for b, a in zip(was, now)), "-"))
+        totals = [tuple(sum(column) for column in zip(_NO_FILES, *(_state_counts(p) for p in state.partitions)))
+                  for state in (before_state, after_state)]
+        rows.append((WHOLE_TABLE_LABEL, "", "", *(_arrow_cell(b, a) for b, a in zip(*totals)), ""))
+    table = render_table(["partition", "kind", "status", "data files", "delete files", "file records", "validation"],
+                         rows)
+    if len(spec_ids) < 2:
+        return table
+    return table + "\n" + (
+        f"note: partition specs {', '.join(map(str, spec_ids))}: a row is one (spec, partition) and counts only the "
+        "files written under that spec and partition, so the rows add up to the whole table. A rewrite writes the "
+        "rows of older-spec files it selects into partitions of the current spec: they leave the older spec's row "
+        "and appear in the after counts of the current spec's rows.")
 
 
 def _n(value: object) -> str:
@@ -273,11 +329,13 @@ def cmd_history(args: argparse.Namespace) -> int:
                 return 0
             print(f"run {run.run_id} {run.table_ref} {run.status.value} exit={run.exit_code} {run.error or ''}")
             print(render_table(
-                ["partition", "kind", "status", "attempts", "data files", "delete files", "records", "error"],
+                ["partition", "kind", "status", "attempts", "data files", "delete files", "records", "validation",
+                 "error"],
                 [(o.partition_label, o.kind.value, o.status.value, o.attempts,
                   f"{_n(o.data_files_before)} -> {_n(o.data_files_after)}",
                   f"{_n(o.delete_files_before)} -> {_n(o.delete_files_after)}",
-                  f"{_n(o.records_before)} -> {_n(o.records_after)}", (o.error or "")[:80]) for o in outcomes],
+                  f"{_n(o.records_before)} -> {_n(o.records_after)}",
+                  validation_label(o.validation_level, o.validation_result), (o.error or "")[:80]) for o in outcomes],
             ))
             return 0
         table_ref = None

@@ -77,7 +77,8 @@ def _outcome(partition: Mapping[str, Any], level: str) -> PartitionOutcome:
         delete_records_before=before.get("delete_records"),
         delete_records_after=after.get("delete_records"),
         duration_ms=partition.get("duration_ms"),
-        validation_level=(partition.get("validation") or {}).get("level", level),
+        # The level the job checked at (a partition that checked nothing reports no result: shown as "-").
+        validation_level=(partition.get("validation") or {}).get("level") or level,
         validation_result=(partition.get("validation") or {}).get("result"),
         error=partition.get("error"),
     )
@@ -214,8 +215,14 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
                         progress: Callable[[str], None] = lambda _m: None) -> GroupRecord:
     """Record one job group's result (the JSON the Spark job wrote, or ``None``) in the ledger: an outcome per
     reported partition, its conflicts, and a FAILED outcome for every planned partition the job never reported
-    (killed, crashed). Used by ``icecompact run`` and by the Airflow DAG's record task."""
+    (killed, crashed). Used by ``icecompact run`` and by the Airflow DAG's record task.
+
+    Progress: a job that finished printed one final line per partition itself (``icecompact: <partition> ->
+    <status> ...``, compaction.spark.job.final_line); repeating it here would give a partition two lines. Only
+    what the job's stream cannot have said is printed: the outcomes of a job that ended early (its checkpoint, or
+    nothing) as recorded, and a count per status."""
     partitions = (result or {}).get("partitions") or []
+    job_finished = result is not None and result.get("status") != "incomplete"
     recorded: set[str] = set()
     outcomes: list[PartitionOutcome] = []
     for partition in partitions:
@@ -226,8 +233,8 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
         for conflict in partition.get("conflicts") or []:
             ledger.record_conflict(run_id, outcome.partition_label, int(conflict["attempt"]),
                                    str(conflict["error_class"]), str(conflict["message"]))
-        progress(f"  {outcome.partition_label}: {outcome.status.value}"
-                 f"{' (' + outcome.reason + ')' if outcome.reason else ''}")
+        if not job_finished:
+            progress(_recorded_line(outcome))
     group_error: str | None = None
     exit_code = 0
     if error or (result or {}).get("error"):
@@ -242,7 +249,22 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
                                                     error=error or "no result for this partition")
             ledger.record_partition_outcome(run_id, failed)
             outcomes.append(failed)
+            progress(_recorded_line(failed))
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
+    progress(f"group {group_id} recorded: " + (", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing"))
     return GroupRecord(tuple(outcomes), group_error, exit_code)
+
+
+def _recorded_line(outcome: PartitionOutcome) -> str:
+    """A partition's outcome as recorded, for the partitions whose final line the job did not print."""
+    from compaction.cli import validation_label
+
+    detail = outcome.reason or outcome.error or ""
+    return (f"  {outcome.partition_label}: {outcome.status.value} (recorded) "
+            f"[validation {validation_label(outcome.validation_level, outcome.validation_result)}]"
+            + (f": {detail[:500]}" if detail else ""))
 
 
 def finish_recorded_run(ledger: Ledger, run_id: str, outcomes: Sequence[PartitionOutcome], errors: Sequence[str],

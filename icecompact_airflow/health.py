@@ -210,6 +210,7 @@ def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], bas
     per-partition health, run history (ledger runs, and DAG runs for this table not yet in the ledger)."""
     from urllib.parse import quote
 
+    from compaction.cli import validation_label
     from icecompact_airflow.charts import history_chart
 
     t = health["totals"]
@@ -308,8 +309,14 @@ def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], bas
                     f'<td>{_arrow(o["delete_files_before"], o["delete_files_after"])}</td>'
                     f'<td>{_arrow(o["records_before"], o["records_after"])}</td>'
                     f'<td>{_arrow(o["data_bytes_before"], o["data_bytes_after"])}</td>'
-                    f'<td>{_e(o["validation_result"] or "-")}</td></tr>')
+                    f'<td>{_e(validation_label(o["validation_level"], o["validation_result"]))}</td></tr>')
             body.append("</table>")
+            spec_ids = sorted({o["spec_id"] for o in outcomes if o.get("spec_id") is not None})
+            if len(spec_ids) > 1:  # what a row counts, as in `icecompact run`'s table (compaction.cli)
+                body.append(f'<p class="note">Partition specs {_e(", ".join(map(str, spec_ids)))}: a row is one '
+                            "(spec, partition) and counts only the files written under that spec and partition, so "
+                            "the rows add up; a rewrite moves the rows of older-spec files into partitions of the "
+                            "current spec.</p>")
     return _page(f"{table} - compaction health", "".join(body))
 
 

@@ -23,6 +23,7 @@ from compaction.core.errors import (
     UnsupportedTableError,
 )
 from compaction.core.identifiers import quoted
+from compaction.core.model import PartitionKey
 from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask, partition_key_to_dict
 from compaction.core.planner import evaluate_partition
 from compaction.spark import jvm as J
@@ -37,7 +38,7 @@ from compaction.spark.major import (
     selection_for,
     sleep_backoff,
 )
-from compaction.spark.partition_files import PartitionKeys, scan_partition, touched_partitions
+from compaction.spark.partition_files import PartitionFiles, PartitionKeys, scan_partition, touched_partitions
 from compaction.spark.validation import (
     FingerprintCache,
     ValidationLevel,
@@ -345,6 +346,40 @@ def _single_spec(table: Any) -> bool:
     return int(table.specs().size()) == 1
 
 
+def own_counts(spark: Any, table: Any, files: PartitionFiles, key: PartitionKey,
+               partition_keys: PartitionKeys | None = None) -> dict[str, int]:
+    """The before/after counts of ``key``: only the files written under ``key``'s own spec and partition.
+
+    Iceberg projects a partition's filter onto every spec, so on a table whose spec evolved a scan of ``key`` also
+    selects the files of an older spec whose coarser partition matches (every file of spec 0's ``region=EU`` under
+    each ``region=EU/ts_day=...`` partition of spec 1; an unpartitioned spec's files under every partition).
+    Counted under every partition that selects them, the per-partition columns overlapped and did not add up to
+    the table. Each file belongs to exactly one (spec, partition): counted there only, the rows add up. With a
+    single spec the scan selects exactly ``key``'s files and needs no filtering (nor its py4j round trips)."""
+    if table is None or _single_spec(table):
+        return files.counts()
+    keys = partition_keys or PartitionKeys(spark)
+    own = PartitionFiles(files.snapshot_id, has_applied=False)
+    own.data = {path: f for path, f in files.data.items() if keys.key_of(table, f) == key}
+    own.deletes = {ref: d for ref, d in files.deletes.items() if keys.key_of(table, d) == key}
+    return own.counts()
+
+
+def _own_counts_at(spark: Any, table: Any, expression: Any, key: PartitionKey, snapshot_id: int) -> dict[str, int]:
+    """:func:`own_counts` of ``key`` at ``snapshot_id`` (metadata scan)."""
+    return own_counts(spark, table, scan_partition(spark, table, expression, snapshot_id, with_applied=False), key)
+
+
+def _settle_after_counts(spark: Any, table: Any, expression: Any, key: PartitionKey, result: PartitionResult) -> None:
+    """The after counts of a settled partition, its own files only. The compaction steps count every file their
+    scan selected; on a multi-spec table that includes other specs' files (see :func:`own_counts`), so the partition
+    is counted again at its last commit. A partition that committed nothing is as it was."""
+    if result.status == NO_OP:
+        result.after = dict(result.before)
+    elif result.status == COMMITTED and result.commit_snapshot_ids and (not result.after or not _single_spec(table)):
+        result.after = _own_counts_at(spark, table, expression, key, int(result.commit_snapshot_ids[-1]))
+
+
 def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> FingerprintCache:
     # ``fingerprint``/``snapshot_fingerprints`` are looked up when called (tests replace them in this module).
     def one(snapshot_id: int, predicate: Any) -> Any:
@@ -359,12 +394,12 @@ def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> Fingerpr
 
 
 def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, base_id: int | None,
-                      result: PartitionResult, spark: Any = None) -> bool:
-    """Record the partition's files at the attempt's base; if the plan is stale (a planned file is gone), decide
-    again from what is there now, with the plan's own policy and mode. True when that decision is to do nothing
-    (the result is then final: SKIPPED)."""
+                      result: PartitionResult, spark: Any = None, table: Any = None) -> bool:
+    """Record the partition's files at the attempt's base (its own files only, see :func:`own_counts`); if the plan
+    is stale (a planned file is gone), decide again from what is there now, with the plan's own policy and mode.
+    True when that decision is to do nothing (the result is then final: SKIPPED)."""
     result.base_snapshot_id = base_id
-    result.before = before.counts()
+    result.before = own_counts(spark, table, before, task.partition)
     planned_files = set(task.data_files) | set(task.delete_files)
     present = set(before.data) | {path for path, _ in before.deletes}
     if base_id == plan.base_snapshot_id or planned_files <= present:
@@ -459,7 +494,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             # Which deletes apply to which file is not needed here (MAJOR reads it after the rewrite, in _validate;
             # MINOR derives it from metadata by the spec's rules).
             before = scan_partition(spark, table, expression, base_id, with_applied=False)
-            if _settled_as_stale(plan, task, before, base_id, result, spark):
+            if _settled_as_stale(plan, task, before, base_id, result, spark, table):
                 break
             _emit(progress, f"icecompact: {task.kind.value.upper()} {key.label()} attempt {attempt}: "
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
@@ -481,6 +516,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 # wait and validate what was committed (kept when it passes, undone when it fails); the rest of
                 # the attempt (a cleanup, a conversion) is left to the next run, which plans from what is there.
                 # Found by the soak: a PostgreSQL restart between commit and check left an unvalidated snapshot.
+                kept_checks = [c for c in result.validation.get("checks", [])
+                               if c.get("snapshot_id") in result.kept_snapshot_ids]
                 try:
                     unavailable_since = _validate_after_outage(
                         err, unavailable_since, progress, spark, table, ref, plan, task, commits, level,
@@ -495,6 +532,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                 else:
                     result.status = COMMITTED
                     result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
+                    # The revalidation checked this attempt's commits; a rewrite kept before it was checked then.
+                    result.validation["checks"] = kept_checks + list(result.validation.get("checks", []))
                     note = "the catalog was unavailable after the commit; validated once it answered"
                     result.reason = f"{result.reason}; {note}" if result.reason else note
                     break
@@ -530,14 +569,26 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         result.commit_snapshot_ids = result.kept_snapshot_ids + [
             sid for sid in result.commit_snapshot_ids if sid not in result.kept_snapshot_ids]
         if result.status in (NO_OP, SKIPPED):  # e.g. a retry found nothing left to convert after our rewrite
-            result.status = COMMITTED
+            # The kept rewrite decided the outcome: its reason, not the skip of the step that found nothing left.
+            result.status, result.reason = COMMITTED, _rewrite_decided_reason(result.kept_snapshot_ids)
         elif result.status != COMMITTED:
             note = (f"the file rewrite (snapshot {', '.join(map(str, result.kept_snapshot_ids))}, validated) holds; "
                     "the conversion did not")
             result.reason = f"{result.reason}; {note}" if result.reason else note
+    if result.status in (COMMITTED, NO_OP):
+        try:
+            _settle_after_counts(spark, table, expression, key, result)
+        except Exception:  # noqa: BLE001 - counts are a report; the committed, validated work stands without them
+            pass
     result.duration_ms = int((time.monotonic() - started) * 1000)
-    _emit(progress, f"icecompact: {key.label()} -> {result.status}")
     return result
+
+
+def _rewrite_decided_reason(snapshot_ids: list[int]) -> str:
+    """The reason of a partition whose validated file rewrite is its outcome: the conversion after it found
+    nothing left to do (its own skip reason, e.g. "changed since planning", is about the rewrite we just made)."""
+    return (f"file rewrite committed (snapshot {', '.join(map(str, snapshot_ids))}, validated); "
+            "nothing left to convert after it")
 
 
 @dataclass
@@ -620,7 +671,8 @@ def _selective_attempt(a: _Attempt, result: PartitionResult, commits: list[int],
 
     spark, table, key = a.spark, a.table, a.key
     before, prepared = a.before, a.prepared if a.number == 1 else None
-    checks: list[dict[str, Any]] = []
+    # A rewrite kept by an earlier attempt (whose conversion then conflicted) stays validated: keep its checks.
+    checks = [c for c in result.validation.get("checks", []) if c.get("snapshot_id") in result.kept_snapshot_ids]
     if a.base_id is not None:
         tag = new_tag()
         rewritten, added, _ = rewrite_partition(
@@ -634,7 +686,7 @@ def _selective_attempt(a: _Attempt, result: PartitionResult, commits: list[int],
             result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
             _validate(spark, table, a.ref, a.plan.table.catalog, key, [sid], a.level, None, a.expression, result,
                       fingerprints=a.fingerprints, group=a.group)
-            checks = list(result.validation.get("checks", []))
+            checks += list(result.validation.get("checks", []))
             commits.remove(sid)
             result.kept_snapshot_ids.append(sid)
             result.rewritten_data_files += rewritten
@@ -732,10 +784,9 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value, attempts=1)
             expression = java_partition_expression(spark, table, key)
             before = scan_partition(spark, table, expression, base_id, with_applied=False)
-            if _settled_as_stale(plan, task, before, base_id, result, spark):
+            if _settled_as_stale(plan, task, before, base_id, result, spark, table):
                 result.duration_ms = int((time.monotonic() - started) * 1000)
                 settled[key] = result
-                _emit(progress, f"icecompact: {key.label()} -> {result.status}")
                 continue
             active.append((task, expression, before, result))
     except Exception as e:  # each partition loads, scans and reports on its own
@@ -778,7 +829,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
         for task, part_expression, before, result in active:
             after = scan_partition(spark, table, part_expression, last, with_applied=True)
-            _group_outcome(result, before, after, commits)
+            _group_outcome(result, before, after, commits, own_counts(spark, table, after, task.partition))
             _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
                       base_seq if selective is None else None, part_expression, result, after_files=after,
                       fingerprints=fingerprints, group=group, own_rows=True)
@@ -806,7 +857,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             break
         finally:
             fingerprints.close()
-    _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started, progress)
+    _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
     return settled, {}
 
 
@@ -849,7 +900,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             # The group read scanned the partition at its own base: no new scan when nothing was committed since.
             before = (ready.files if ready.snapshot_id == base_id
                       else scan_partition(spark, table, expression, base_id, with_applied=False))
-            if _settled_as_stale(plan, task, before, base_id, result, spark):
+            if _settled_as_stale(plan, task, before, base_id, result, spark, table):
                 result.duration_ms = int((time.monotonic() - started) * 1000)
                 settled[key] = result
                 continue
@@ -877,6 +928,9 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active])
         for (task, change, result), outcome in zip(active, outcomes):
             _take_outcome(result, [], outcome)
+            if not _single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
+                result.after = _own_counts_at(spark, table, change.expression, task.partition,
+                                              int(result.commit_snapshot_ids[-1]))
             _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level, None,
                       change.expression, result, fingerprints=fingerprints, group=group, own_rows=True)
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
@@ -890,9 +944,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         _undo_group(spark, table, commits, [r for _, _, r in active], err)
     finally:
         fingerprints.close()
-    for key, result in settled.items():  # skipped / nothing to do
-        _emit(progress, f"icecompact: {key.label()} -> {result.status}")
-    _settle_group(settled, [(t.partition, r) for t, _, r in active], started, progress)
+    _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
     return settled, {}
 
 
@@ -914,23 +966,25 @@ def _undo_group(spark: Any, table: Any, commits: list[int], results: list[Partit
         result.error, result.commit_snapshot_ids = str(err), list(commits)
 
 
-def _settle_group(settled: dict[Any, PartitionResult], done: list[tuple[Any, PartitionResult]], started: float,
-                  progress: Callable[[str], None] | None) -> None:
-    """Add the group's partitions to ``settled``, each with an equal share of the group's wall time."""
+def _settle_group(settled: dict[Any, PartitionResult], done: list[tuple[Any, PartitionResult]],
+                  started: float) -> None:
+    """Add the group's partitions to ``settled``, each with an equal share of the group's wall time. (Their progress
+    line is printed by run_group once each outcome is final: a selective partition still has its conversion.)"""
     share = int((time.monotonic() - started) * 1000 / len(done))
     for key, result in done:
         result.duration_ms = share
         settled[key] = result
-        _emit(progress, f"icecompact: {key.label()} -> {result.status}")
 
 
-def _group_outcome(result: PartitionResult, before: Any, after: Any, commits: list[int]) -> None:
-    """A partition's share of the group's commits, from its files before and after."""
+def _group_outcome(result: PartitionResult, before: Any, after: Any, commits: list[int],
+                   after_counts: dict[str, int]) -> None:
+    """A partition's share of the group's commits, from its files before and after (``after_counts``: its own
+    files after, see :func:`own_counts`)."""
     before_deletes, after_deletes = set(before.deletes), set(after.deletes)
     result.rewritten_data_files = len(set(before.data) - set(after.data))
     result.added_data_files = len(set(after.data) - set(before.data))
     result.removed_delete_files = len(before_deletes - after_deletes)
-    result.after = after.counts()
+    result.after = after_counts
     changed = result.rewritten_data_files or result.added_data_files or result.removed_delete_files
     result.commit_snapshot_ids = list(commits) if changed else []
 
@@ -1013,6 +1067,16 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
                                  error="the job ended before it reported every partition (killed or crashed)")
         checkpoint(incomplete.to_dict())
 
+    announced: set[Any] = set()
+
+    def announce_final() -> None:
+        """One progress line per partition, printed once, when its outcome is final (see :func:`final_line`): a
+        selective partition's file rewrite is not final until its conversion has run."""
+        for key, part in settled.items():
+            if key not in announced:
+                announced.add(key)
+                _emit(progress, final_line(part))
+
     try:
         conflicts: dict[Any, list[dict[str, Any]]] = {}
         if group_commit:
@@ -1025,6 +1089,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
                 for key, part in done.items():
                     (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
                 conflicts.update(seen)
+            announce_final()
             save_progress()
         pending = [t for t in tasks if t.partition not in settled]
         prepared = _prepare_minor_group(spark, plan, pending, progress)
@@ -1033,6 +1098,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
                                           prepared=prepared)
             settled.update({k: _combine(rewrites.get(k), r) for k, r in done.items()})
             conflicts.update(seen)
+            announce_final()
             save_progress()
         for task in tasks:
             if task.partition in settled:
@@ -1043,7 +1109,9 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
             if task.partition in conflicts:
                 part.conflicts = conflicts[task.partition] + part.conflicts
                 part.attempts += 1
-            result.partitions.append(_combine(rewrites.get(task.partition), part))
+            settled[task.partition] = _combine(rewrites.get(task.partition), part)
+            result.partitions.append(settled[task.partition])
+            announce_final()
             save_progress()
     finally:
         if group is not None:
@@ -1072,9 +1140,10 @@ def _combine(rewrite: PartitionResult | None, part: PartitionResult) -> Partitio
     part.validation = _combined_validation(rewrite.validation, part.validation)
     if part.status in (NO_OP, SKIPPED):
         # The rewrite committed and was validated; the conversion had nothing left to do. The partition's outcome is
-        # the rewrite's, with its reason (a skip reason under "committed" contradicts the status).
+        # the rewrite's, with its reason: the conversion's skip reason ("changed since planning: ...", caused by
+        # the rewrite itself) under "committed" contradicted the status.
         part.status = COMMITTED
-        part.reason = rewrite.reason or part.reason
+        part.reason = rewrite.reason or _rewrite_decided_reason(kept)
     elif part.status != COMMITTED:
         note = f"the file rewrite (snapshot {', '.join(map(str, kept))}, validated) holds; the conversion did not"
         part.reason = f"{part.reason}; {note}" if part.reason else note
@@ -1082,6 +1151,20 @@ def _combine(rewrite: PartitionResult | None, part: PartitionResult) -> Partitio
 
 
 _RESULT_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2}
+
+
+def final_line(part: PartitionResult) -> str:
+    """The partition's one line in the progress stream, printed when its outcome is final: status, the validation
+    its commits passed (``level result``; ``-`` when nothing was checked) and the reason of the step that decided
+    the status (or the error). Earlier steps print what they do, never a partition's status."""
+    from compaction.cli import validation_label  # one wording for the stream, the run's table and the UI
+
+    validation = validation_label(part.validation.get("level"), part.validation.get("result"))
+    detail = part.reason or (part.error or "")
+    if part.error and part.reason and part.status not in (COMMITTED, NO_OP, SKIPPED):
+        detail = f"{part.reason}; {part.error}"
+    line = f"icecompact: {part.label} -> {part.status} [validation {validation}]"
+    return f"{line}: {detail[:500]}" if detail else line
 
 
 def _combined_validation(rewrite: dict[str, Any], conversion: dict[str, Any]) -> dict[str, Any]:
