@@ -4,6 +4,10 @@ A :class:`HealthSample` condenses a :class:`~compaction.core.model.TableState` (
 fragment files, bytes) plus the planner's decision for it under the table's own policy in ``auto`` mode. The ledger
 stores samples over time (``health_samples``); the UI draws them and orders tables by :func:`attention_key`.
 
+Deletes are counted per partition where they *apply* (:mod:`compaction.core.attribution`): an equality delete
+written under an unpartitioned spec is global and also counts in every other partition with an older live data
+file (``global_equality_delete_files``), its records pro rata. The table totals count each file once.
+
 *Fragment files* are the planner's: data files smaller than ``CompactionPolicy.fragment_threshold_bytes`` (target file
 size / ``compaction.fragment-ratio``; 16 MiB at the default 128 MiB target and ratio 8).
 """
@@ -14,7 +18,8 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from compaction.core.model import PartitionState, TableState
+from compaction.core.attribution import GlobalDeleteIndex, PartitionDeletes
+from compaction.core.model import DeleteContent, PartitionState, TableState
 from compaction.core.plan import CompactionKind, CompactionPlan
 from compaction.core.policy import CompactionPolicy
 
@@ -43,6 +48,8 @@ class PartitionHealth:
     delete_records: int
     fragment_files: int
     decision: str | None = None
+    #: Of ``equality_delete_files``, the global ones (written under an unpartitioned spec; they apply here too).
+    global_equality_delete_files: int = 0
 
     @property
     def delete_files(self) -> int:
@@ -57,7 +64,8 @@ class PartitionHealth:
                 "data_records": self.data_records, "position_delete_files": self.position_delete_files,
                 "equality_delete_files": self.equality_delete_files, "deletion_vectors": self.deletion_vectors,
                 "delete_files": self.delete_files, "delete_records": self.delete_records,
-                "delete_ratio": self.delete_ratio, "fragment_files": self.fragment_files, "decision": self.decision}
+                "delete_ratio": self.delete_ratio, "fragment_files": self.fragment_files, "decision": self.decision,
+                "global_equality_delete_files": self.global_equality_delete_files}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> PartitionHealth:
@@ -68,7 +76,8 @@ class PartitionHealth:
         decision = data.get("decision")
         return cls(str(data["label"]), num("data_files"), num("data_bytes"), num("data_records"),
                    num("position_delete_files"), num("equality_delete_files"), num("deletion_vectors"),
-                   num("delete_records"), num("fragment_files"), None if decision is None else str(decision))
+                   num("delete_records"), num("fragment_files"), None if decision is None else str(decision),
+                   num("global_equality_delete_files"))
 
 
 @dataclass(frozen=True)
@@ -125,21 +134,24 @@ class HealthSample:
         }
 
 
-def partition_health(p: PartitionState, fragment_limit: int, decision: str | None = None) -> PartitionHealth:
+def partition_health(p: PartitionState, fragment_limit: int, decision: str | None = None,
+                     attributed: PartitionDeletes | None = None) -> PartitionHealth:
+    """``attributed``: the deletes that count in ``p`` (``GlobalDeleteIndex.attribute``); default: its own."""
+    deletes = attributed if attributed is not None else PartitionDeletes(p.key, p.delete_files)
     position = equality = dvs = 0
-    for d in p.delete_files:
-        kind = d.content.value
-        if kind == "position":
+    for d in deletes.delete_files:
+        if d.content is DeleteContent.POSITION:
             position += 1
-        elif kind == "equality":
+        elif d.content is DeleteContent.EQUALITY:
             equality += 1
         else:
             dvs += 1
     return PartitionHealth(
         label=p.key.label(), data_files=len(p.data_files), data_bytes=p.data_bytes, data_records=p.data_records,
         position_delete_files=position, equality_delete_files=equality, deletion_vectors=dvs,
-        delete_records=p.delete_records, fragment_files=sum(1 for f in p.data_files if f.size_bytes < fragment_limit),
-        decision=decision)
+        delete_records=deletes.delete_records,
+        fragment_files=sum(1 for f in p.data_files if f.size_bytes < fragment_limit), decision=decision,
+        global_equality_delete_files=deletes.global_equality_delete_files)
 
 
 def summarize_decisions(plan: CompactionPlan | None) -> tuple[str | None, str | None, int, int]:
@@ -176,7 +188,9 @@ def sample_from_state(state: TableState, policy: CompactionPolicy, plan: Compact
     kinds: dict[str, str] = {}
     if plan is not None:
         kinds = {d.partition.label(): d.kind.value for d in plan.decisions}
-    parts = [partition_health(p, limit, kinds.get(p.key.label())) for p in state.partitions]
+    global_deletes = GlobalDeleteIndex.of(state.partitions)
+    parts = [partition_health(p, limit, kinds.get(p.key.label()), global_deletes.attribute(p))
+             for p in state.partitions]
     detail = parts
     if len(parts) > max_partitions:
         ranked = sorted(parts, key=lambda h: (-h.delete_files, -h.delete_records, -h.fragment_files, h.label))
@@ -188,10 +202,11 @@ def sample_from_state(state: TableState, policy: CompactionPolicy, plan: Compact
         metadata_location=metadata_location, partitions=len(parts),
         data_files=sum(h.data_files for h in parts), data_bytes=sum(h.data_bytes for h in parts),
         data_records=sum(h.data_records for h in parts),
-        position_delete_files=sum(h.position_delete_files for h in parts),
-        equality_delete_files=sum(h.equality_delete_files for h in parts),
-        deletion_vectors=sum(h.deletion_vectors for h in parts),
-        delete_records=sum(h.delete_records for h in parts),
+        # Table totals count every file once, where it lives (a global delete counts in several partitions).
+        position_delete_files=sum(len(p.position_delete_files) for p in state.partitions),
+        equality_delete_files=sum(len(p.equality_delete_files) for p in state.partitions),
+        deletion_vectors=sum(len(p.deletion_vectors) for p in state.partitions),
+        delete_records=sum(p.delete_records for p in state.partitions),
         delete_bytes=sum(p.delete_bytes for p in state.partitions),
         fragment_files=sum(h.fragment_files for h in parts),
         decision=decision, decision_reason=reason, partitions_minor=n_minor, partitions_major=n_major,

@@ -59,7 +59,11 @@ class PartitionKey:
 
     @property
     def is_unpartitioned(self) -> bool:
-        return not self.fields
+        """Whether the key's spec is unpartitioned in Iceberg's sense: no fields, or only ``void`` fields (Iceberg
+        Java 1.10 ``PartitionSpec.isUnpartitioned()`` is ``!isPartitioned()``, and ``isPartitioned()`` is "has a
+        field whose transform is not void"). Equality deletes written under such a spec are *global*: they apply
+        to data files of every partition of every spec (see :mod:`compaction.core.attribution`)."""
+        return all(f.transform == "void" for f in self.fields)
 
     def label(self) -> str:
         """Human-readable, stable partition label, e.g. ``spec=1/ts_day=19700/region=EU``."""

@@ -78,6 +78,7 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
+from compaction.core.attribution import NO_GLOBAL_DELETES, GlobalDeleteIndex, PartitionDeletes
 from compaction.core.errors import ConfigError, PlanningError, UnsupportedTableError
 from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey, PartitionState, TableState
 from compaction.core.partition_filter import PartitionFilter
@@ -201,6 +202,8 @@ class _Analysis:
     major_data_bytes: int
     minor_data_bytes: int
     full_data_bytes: int
+    attributed: PartitionDeletes  # own deletes plus the global equality deletes from elsewhere that apply here
+    own_equality_delete_files: int  # equality deletes written in this partition (a MINOR of it converts them)
 
     @property
     def key(self) -> PartitionKey:
@@ -242,7 +245,8 @@ def _sorted_data_files(files: tuple[DataFileInfo, ...]) -> tuple[DataFileInfo, .
     return tuple(sorted(files, key=_data_order))
 
 
-def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[object, ...] | None = None) -> _Analysis:
+def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[object, ...] | None = None,
+             global_deletes: GlobalDeleteIndex = NO_GLOBAL_DELETES) -> _Analysis:
     data = _sorted_data_files(state.data_files)
     threshold = policy.small_file_threshold_bytes
     data_bytes = 0
@@ -258,9 +262,12 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
     if order_key is None:
         order_key = partition_order_key(state.key)
 
-    if not state.delete_files:  # the common case: no delete applies
+    attributed = global_deletes.attribute(state)
+    from_elsewhere = attributed.global_from_elsewhere
+    if not state.delete_files and not from_elsewhere:  # the common case: no delete applies
         return _finish(state, order_key, data, (), small, policy, data_bytes=data_bytes, data_records=data_records,
-                       applying={}, known_deleted={}, touched_by_eq=set(), settled=0, dangling=0)
+                       applying={}, known_deleted={}, touched_by_eq=set(), settled=0, dangling=0,
+                       attributed=attributed, elsewhere_bytes=0)
 
     deletes = tuple(sorted(state.delete_files, key=_delete_sort_key))
     live = {f.path: f for f in data}
@@ -295,12 +302,17 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
                 # The only position delete of every data file it applies to: the form a MINOR writes for a
                 # table with ``write.delete.granularity=partition`` (v2).
                 settled += 1
-    if not state.key.is_unpartitioned:  # unpartitioned equality deletes may apply to other specs' partitions
+    if not state.key.is_unpartitioned:
         for d in equality:
             if not any(f.data_sequence_number < d.data_sequence_number for f in data):
                 dangling += 1
+    elif global_deletes:
+        # Global equality deletes (written unpartitioned) apply to every partition of every spec (Iceberg spec,
+        # "Scan Planning"): dangling only when no live data file of the whole table is older.
+        dangling += sum(1 for d in equality if global_deletes.is_dangling(d))
 
-    max_eq_seq = max((d.data_sequence_number for d in equality), default=None)
+    # Global equality deletes written elsewhere also delete rows of this partition's older files.
+    max_eq_seq = max((d.data_sequence_number for d in (*equality, *from_elsewhere)), default=None)
     touched_by_eq = {f.path for f in data if max_eq_seq is not None and f.data_sequence_number < max_eq_seq}
     # Iceberg's rewrite planner knows a data file's deleted rows only from file-scoped position deletes / DVs
     # (BinPackRewriteFilePlanner.tooHighDeleteRatio); the planner counts the same, so it picks the files it will.
@@ -310,9 +322,10 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
             f = live.get(d.referenced_data_file)
             if f is not None and _applies_positional(d, f):
                 known_deleted[f.path] = known_deleted.get(f.path, 0) + d.record_count
+    elsewhere_bytes = global_deletes.elsewhere_scope_bytes.get(state.key, 0) if equality else 0
     return _finish(state, order_key, data, deletes, small, policy, data_bytes=data_bytes, data_records=data_records,
                    applying=applying, known_deleted=known_deleted, touched_by_eq=touched_by_eq, settled=settled,
-                   dangling=dangling)
+                   dangling=dangling, attributed=attributed, elsewhere_bytes=elsewhere_bytes)
 
 
 #: A conversion of equality deletes reads only the equality columns (and row positions) of a segment file, not
@@ -323,7 +336,11 @@ CONVERSION_READ_FRACTION = 0.125
 def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[DataFileInfo, ...],
             deletes: tuple[DeleteFileInfo, ...], small: tuple[DataFileInfo, ...], policy: CompactionPolicy, *,
             data_bytes: int, data_records: int, applying: dict[str, int], known_deleted: dict[str, int],
-            touched_by_eq: set[str], settled: int, dangling: int) -> _Analysis:
+            touched_by_eq: set[str], settled: int, dangling: int, attributed: PartitionDeletes,
+            elsewhere_bytes: int) -> _Analysis:
+    """``elsewhere_bytes``: for a partition of an unpartitioned spec, the bytes of other partitions' data files its
+    (global) equality deletes apply to. Its MINOR (and selective MAJOR) converts them table-wide, reading those
+    files too; its full MAJOR rewrites them (compaction.spark.minor.decide_work, compaction.spark.job)."""
     fragment_limit = policy.fragment_threshold_bytes
     fragments = tuple(f for f in data if f.size_bytes < fragment_limit)
     heavy = tuple(
@@ -332,7 +349,7 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         and min(known_deleted[f.path], f.record_count) / f.record_count >= policy.major_segment_delete_ratio
     ) if known_deleted else ()
     small_paths = {f.path for f in small}
-    if not deletes:
+    if not deletes and not touched_by_eq:
         full_rewrite = major_rewrite = small
     else:
         full_rewrite = tuple(f for f in data if applying.get(f.path, 0) > 0 or f.path in touched_by_eq
@@ -368,7 +385,8 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
 
     def cost(rewritten: tuple[DataFileInfo, ...], read: tuple[DataFileInfo, ...]) -> int:
         total = sum(f.size_bytes for f in rewritten)
-        return total + int(CONVERSION_READ_FRACTION * sum(f.size_bytes for f in read)) if read else total
+        read_bytes = sum(f.size_bytes for f in read) + elsewhere_bytes
+        return total + int(CONVERSION_READ_FRACTION * read_bytes) if read_bytes else total
 
     delete_records = n_pos = pos_records = n_eq = eq_records = n_dv = dv_records = 0
     for d in deletes:
@@ -382,6 +400,13 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         elif d.content is DeleteContent.DELETION_VECTOR:
             n_dv += 1
             dv_records += d.record_count
+    own_eq = n_eq
+    # Global equality deletes count here by their pro rata share of rows (compaction.core.attribution): their keys
+    # may match rows of any partition they apply to.
+    n_eq += len(attributed.global_from_elsewhere)
+    global_rows = attributed.global_equality_delete_records - attributed.own_global_records
+    delete_records += global_rows
+    eq_records += global_rows
     ratio = delete_records / data_records if data_records > 0 else 0.0
     return _Analysis(
         state=state,
@@ -400,7 +425,7 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         major_rewritten_files=major_rewrite,
         minor_rewritten_files=minor_rewrite,
         full_files=full_rewrite,
-        delete_bytes=sum(_delete_read_bytes(d) for d in deletes),
+        delete_bytes=sum(_delete_read_bytes(d) for d in (*deletes, *attributed.global_from_elsewhere)),
         data_bytes=data_bytes,
         data_records=data_records,
         delete_records=delete_records,
@@ -412,7 +437,9 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         deletion_vector_records=dv_records,
         major_data_bytes=cost(major_rewrite, major_read),
         minor_data_bytes=cost(minor_rewrite, minor_read),
-        full_data_bytes=cost(full_rewrite, ()),
+        full_data_bytes=sum(f.size_bytes for f in full_rewrite) + elsewhere_bytes,
+        attributed=attributed,
+        own_equality_delete_files=own_eq,
     )
 
 
@@ -421,7 +448,7 @@ def _metrics(a: _Analysis, kind: CompactionKind, full: bool = False) -> dict[str
         "data_files": len(a.data_files),
         "data_bytes": a.data_bytes,
         "data_records": a.data_records,
-        "delete_files": len(a.delete_files),
+        "delete_files": len(a.delete_files) + len(a.attributed.global_from_elsewhere),
         "delete_bytes": a.delete_bytes,
         "delete_records": a.delete_records,
         "position_delete_files": a.position_delete_files,
@@ -430,6 +457,8 @@ def _metrics(a: _Analysis, kind: CompactionKind, full: bool = False) -> dict[str
         "equality_delete_records": a.equality_delete_records,
         "deletion_vectors": a.deletion_vectors,
         "deletion_vector_records": a.deletion_vector_records,
+        "global_equality_delete_files": a.attributed.global_equality_delete_files,
+        "global_equality_delete_records": a.attributed.global_equality_delete_records,
         "mergeable_delete_files": a.mergeable,
         "dangling_delete_files": a.dangling,
         "max_position_deletes_per_data_file": a.max_positional_per_file,
@@ -454,6 +483,12 @@ def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
     is worth rewriting)."""
     kind, reason = _decide_kind(a, policy, mode, since_minor_s)
     full = kind is CompactionKind.MAJOR and (policy.major_full_rewrite or reason.startswith(_RATIO_REASON))
+    if kind is CompactionKind.MAJOR and not full and a.attributed.global_from_elsewhere:
+        # A selective MAJOR converts the partition's *own* remaining equality deletes afterwards; global ones
+        # written elsewhere are converted only by a whole-table MINOR of the unpartitioned partition they live in
+        # (compaction.spark.minor.decide_work). So the MAJOR itself rewrites every file a delete applies to.
+        full = True
+        reason += "; global equality deletes apply: full rewrite"
     return kind, reason, full
 
 
@@ -463,21 +498,31 @@ _RATIO_REASON = "delete ratio "
 def _decide_kind(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
                  since_minor_s: float | None) -> tuple[CompactionKind, str]:
     """``since_minor_s``: seconds since the partition's last successful MINOR (None: never, or not known)."""
-    n_deletes = len(a.delete_files)
+    global_note = a.attributed.describe_global()
+    n_global = len(a.attributed.global_from_elsewhere)
+    n_own_deletes = len(a.delete_files)
+    n_deletes = n_own_deletes + n_global
     n_small = len(a.small_files)
     n_fragments = len(a.fragment_files)
-    n_eq = a.equality_delete_files
+    # MINOR triggers count the equality deletes a MINOR of this partition converts: its own. Global ones written
+    # elsewhere are converted by the (whole-table) MINOR of the unpartitioned partition they live in.
+    n_eq = a.own_equality_delete_files
+    converted_elsewhere = f"; {global_note}, converted by the MINOR of their partition" if global_note else ""
     if mode is CompactionMode.MAJOR:
+        deletes = f"{n_deletes} delete files" + (f" ({global_note})" if global_note else "")
         if n_deletes > 0 or n_small >= 2:
-            return CompactionKind.MAJOR, f"mode=major: {n_deletes} delete files, {n_small} small files -> MAJOR"
-        return CompactionKind.NONE, f"mode=major: nothing to rewrite ({n_deletes} delete files, {n_small} small files)"
+            return CompactionKind.MAJOR, f"mode=major: {deletes}, {n_small} small files -> MAJOR"
+        return CompactionKind.NONE, f"mode=major: nothing to rewrite ({deletes}, {n_small} small files)"
     if mode is CompactionMode.MINOR:
         if a.mergeable > 0:
             return CompactionKind.MINOR, f"mode=minor: {a.mergeable} mergeable delete files -> MINOR"
         if n_fragments >= 2:
             return CompactionKind.MINOR, f"mode=minor: {n_fragments} fragment files -> MINOR"
-        if n_deletes:
-            return CompactionKind.NONE, f"mode=minor: all {n_deletes} delete files already merged (one per data file)"
+        if n_own_deletes:
+            return CompactionKind.NONE, (f"mode=minor: all {n_own_deletes} delete files already merged (one per data "
+                                         f"file){converted_elsewhere}")
+        if global_note:
+            return CompactionKind.NONE, f"mode=minor: fewer than 2 fragment files{converted_elsewhere}"
         return CompactionKind.NONE, "mode=minor: no delete files, fewer than 2 fragment files"
 
     ratio, max_ratio = a.delete_ratio, policy.major_delete_ratio
@@ -521,6 +566,7 @@ def _decide_kind(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
         f"{what} < {policy.major_small_file_count}; {n_fragments} fragment + {n_eq} equality delete files < "
         f"{policy.minor_fragment_file_count}; {eq_part}; {a.mergeable} mergeable delete files < "
         f"{policy.minor_delete_file_count}; at most {a.max_positional_per_file} position delete files per data file"
+        f"{converted_elsewhere}"
     )
 
 
@@ -529,11 +575,15 @@ def evaluate_partition(
     policy: CompactionPolicy,
     mode: CompactionMode | str,
     format_version: int,
+    global_deletes: GlobalDeleteIndex = NO_GLOBAL_DELETES,
 ) -> PartitionDecision:
-    """Decide NONE / MINOR / MAJOR for one partition (rules in the module docstring). No I/O."""
+    """Decide NONE / MINOR / MAJOR for one partition (rules in the module docstring). No I/O.
+
+    ``global_deletes``: the table's global equality deletes (``GlobalDeleteIndex.of(table_state.partitions)``),
+    which also apply to this partition's older data files; without it only the partition's own files count."""
     _check_format_version(format_version)
     mode = _coerce_mode(mode)
-    a = _analyze(state, policy)
+    a = _analyze(state, policy, global_deletes=global_deletes)
     if not policy.enabled:
         return PartitionDecision(state.key, CompactionKind.NONE, DISABLED_BY_POLICY, _metrics(a, CompactionKind.NONE))
     kind, reason, full = _decide(a, policy, mode)
@@ -708,10 +758,12 @@ def _plan_candidates(cands: Sequence[_Candidate], policy: CompactionPolicy) -> T
 def plan_tasks(
     partitions: Iterable[tuple[PartitionState, PartitionDecision]],
     policy: CompactionPolicy,
+    global_deletes: GlobalDeleteIndex = NO_GLOBAL_DELETES,
 ) -> TaskPlan:
     """Turn decisions into job groups: run caps, split of heavy MAJOR partitions, bin-packing (module docstring).
 
-    ``partitions`` pairs each partition's state with its decision; NONE decisions are ignored.
+    ``partitions`` pairs each partition's state with its decision; NONE decisions are ignored. ``global_deletes``:
+    as for :func:`evaluate_partition` (the same index the decisions were made with).
     """
     cands = []
     seen: set[PartitionKey] = set()
@@ -722,7 +774,7 @@ def plan_tasks(
             raise PlanningError(f"partition {state.key.label()} appears twice")
         seen.add(state.key)
         if decision.kind is not CompactionKind.NONE:
-            cands.append(_Candidate(_analyze(state, policy), decision))
+            cands.append(_Candidate(_analyze(state, policy, global_deletes=global_deletes), decision))
     return _plan_candidates(cands, policy)
 
 
@@ -806,6 +858,8 @@ def _plan(
 ) -> CompactionPlan:
     keyed = [(partition_order_key(p.key), p) for p in table_state.partitions]
     _validate_state(table_state, [k for k, _ in keyed])
+    # Built from every partition, before the filter: global equality deletes apply to filtered-out partitions too.
+    global_deletes = GlobalDeleteIndex.of(table_state.partitions)
 
     keyed.sort(key=operator.itemgetter(0))  # stable: as sorted(partitions, key=partition_order_key)
     if partition_filter is not None:
@@ -817,11 +871,11 @@ def _plan(
         table_says_off = str(table_state.properties.get(ENABLED, "")).strip().lower() == "false"
         reason = DISABLED_BY_TABLE_PROPERTY if table_says_off else DISABLED_BY_RUN_PARAMETER
         for order_key, p in keyed:
-            a = _analyze(p, policy, order_key)
+            a = _analyze(p, policy, order_key, global_deletes)
             decisions.append(PartitionDecision(p.key, CompactionKind.NONE, reason, _metrics(a, CompactionKind.NONE)))
     else:
         for order_key, p in keyed:
-            a = _analyze(p, policy, order_key)
+            a = _analyze(p, policy, order_key, global_deletes)
             since = None
             if policy.minor_interval_seconds > 0 and p.key in last_minor_at:
                 since = (now - last_minor_at[p.key]).total_seconds()
