@@ -53,8 +53,15 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def partition_health_rows(state) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    """One row per partition; deletes are counted where they apply (compaction.core.attribution): a global equality
+    delete (written under an unpartitioned spec) also counts in every partition with an older data file."""
+    from compaction.core.attribution import GlobalDeleteIndex
+    from compaction.core.model import DeleteContent
+
+    global_deletes = GlobalDeleteIndex.of(state.partitions)
     rows = []
     for p in state.partitions:
+        attributed = global_deletes.attribute(p)
         rows.append(
             {
                 "partition": p.key.label(),
@@ -62,16 +69,18 @@ def partition_health_rows(state) -> list[dict[str, Any]]:  # type: ignore[no-unt
                 "data_files": p.data_file_count,
                 "data_bytes": p.data_bytes,
                 "data_records": p.data_records,
-                "position_delete_files": len(p.position_delete_files),
-                "position_delete_records": p.position_delete_records,
-                "equality_delete_files": len(p.equality_delete_files),
-                "equality_delete_records": p.equality_delete_records,
-                "deletion_vectors": len(p.deletion_vectors),
-                "deletion_vector_records": p.deletion_vector_records,
-                "equality_delete_sequence_numbers": list(p.equality_delete_sequence_numbers),
+                "position_delete_files": attributed.position_delete_files,
+                "position_delete_records": attributed.records(DeleteContent.POSITION),
+                "equality_delete_files": attributed.equality_delete_files,
+                "equality_delete_records": attributed.records(DeleteContent.EQUALITY),
+                "deletion_vectors": attributed.deletion_vectors,
+                "deletion_vector_records": attributed.records(DeleteContent.DELETION_VECTOR),
+                "global_equality_delete_files": attributed.global_equality_delete_files,
+                "equality_delete_sequence_numbers": sorted({d.data_sequence_number for d in attributed.delete_files
+                                                            if d.content is DeleteContent.EQUALITY}),
                 "min_data_sequence_number": p.min_data_sequence_number,
                 "max_data_sequence_number": p.max_data_sequence_number,
-                "delete_ratio": round(p.delete_records / p.data_records, 4) if p.data_records else 0.0,
+                "delete_ratio": round(attributed.delete_records / p.data_records, 4) if p.data_records else 0.0,
                 "last_updated_ms": p.last_updated_ms,
             }
         )
@@ -87,13 +96,18 @@ def format_health(state) -> str:  # type: ignore[no-untyped-def]
     if not rows:
         return header + "\n(no live files)"
     table = render_table(
-        ["partition", "data files", "data size", "records", "pos-del files", "eq-del files", "DVs", "delete ratio"],
+        ["partition", "data files", "data size", "records", "pos-del files", "eq-del files", "of them global", "DVs",
+         "delete ratio"],
         [
             (r["partition"], r["data_files"], _fmt_bytes(r["data_bytes"]), r["data_records"],
-             r["position_delete_files"], r["equality_delete_files"], r["deletion_vectors"], f"{r['delete_ratio']:.2f}")
+             r["position_delete_files"], r["equality_delete_files"], r["global_equality_delete_files"],
+             r["deletion_vectors"], f"{r['delete_ratio']:.2f}")
             for r in rows
         ],
     )
+    if any(r["global_equality_delete_files"] for r in rows):
+        table += ("\nglobal: equality deletes written under an unpartitioned spec; they apply to (and count in) every "
+                  "partition with an older data file, their records pro rata")
     return header + "\n" + table
 
 

@@ -53,8 +53,9 @@ def health_from_state(catalog_name: str, table_name: str, state: Any, sample: An
             "partitions": len(rows),
             "data_files": sum(r["data_files"] for r in rows),
             "data_records": sum(r["data_records"] for r in rows),
-            "delete_files": sum(r["delete_files"] for r in rows),
-            "delete_records": sum(r["delete_records"] for r in rows),
+            # Each file once, where it lives: a global equality delete counts in every partition it applies to.
+            "delete_files": sum(len(p.delete_files) for p in state.partitions),
+            "delete_records": sum(p.delete_records for p in state.partitions),
             "fragment_files": None if sample is None else sample.fragment_files,
         },
         "decision": None if sample is None else {"kind": sample.decision, "reason": sample.decision_reason,
@@ -133,6 +134,13 @@ def _e(value: object) -> str:
 def _page(title: str, body: str) -> str:
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
             f"<style>{_STYLE}</style></head><body>{body}</body></html>")
+
+
+def _global_part(row: Mapping[str, Any]) -> str:
+    """`` (2 global)`` when some of a partition's equality deletes were written under an unpartitioned spec."""
+    n = int(row.get("global_equality_delete_files") or 0)
+    return (f' <span class="muted" title="written under an unpartitioned spec: they apply to every partition with an '
+            f'older data file">({n} global)</span>') if n else ""
 
 
 def _arrow(before: object, after: object) -> str:
@@ -256,15 +264,15 @@ def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], bas
         health_chart(rows) if rows else "<p>no partitions</p>",
         "<table id=\"health\"><tr><th>partition</th><th>readable</th><th>data files</th><th>data records</th>"
         "<th>position deletes</th>"
-        "<th>equality deletes</th><th>DVs</th><th>delete records</th><th>delete ratio</th></tr>",
+        "<th>equality deletes (global)</th><th>DVs</th><th>delete records</th><th>delete ratio</th></tr>",
     ]
     for r in rows:
         body.append(
             f'<tr><td class="partition">{_e(r["partition"])}</td><td>{_e(r.get("readable", ""))}</td>'
             f'<td class="n">{r["data_files"]}</td>'
             f'<td class="n">{r["data_records"]}</td><td class="n">{r["position_delete_files"]}</td>'
-            f'<td class="n">{r["equality_delete_files"]}</td><td class="n">{r["deletion_vectors"]}</td>'
-            f'<td class="n">{r["delete_records"]}</td>'
+            f'<td class="n">{r["equality_delete_files"]}{_global_part(r)}</td>'
+            f'<td class="n">{r["deletion_vectors"]}</td><td class="n">{r["delete_records"]}</td>'
             f'<td class="n{" bad" if r["delete_ratio"] else ""}">{float(r["delete_ratio"]) * 100:.1f}%</td></tr>')
     body.append("</table>")
     body.append(f'<h2>Run history</h2><p class="muted"><a href="{_e(base)}/api/tables/{_e(table)}/runs'
