@@ -8,7 +8,11 @@ Decisions (:func:`evaluate_partition`)
 Iceberg application rules (spec, "Scan Planning") are used to relate deletes to data files: an equality delete
 with data sequence number ``S`` may apply to every data file of the partition with data sequence ``< S``; a
 position delete / DV with sequence ``S`` applies to data files with sequence ``<= S`` and, when it names its data
-file (``referenced_data_file``), only to that file.
+file (``referenced_data_file``), only to that file. An equality delete written under an unpartitioned spec is
+*global*: it applies to older data files of every partition of every spec, and counts in each of them
+(:mod:`compaction.core.attribution`, built once per table by :func:`plan`; its records pro rata). A MAJOR of a
+partition that global deletes apply to is a full rewrite; their MINOR is the one of the unpartitioned partition
+they live in (it converts them table-wide), so they trigger no MINOR elsewhere.
 
 * A delete file is *settled* when it is a DV or a position delete that is the only position delete / DV applying
   to each live data file it applies to (file-scoped, or partition-scoped alone in its partition): that is the form
