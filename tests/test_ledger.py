@@ -62,8 +62,9 @@ UTC = dt.timezone.utc
 K, S = CompactionKind, OutcomeStatus
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 TABLE = TableIdentity("cat", ("db",), "events")
-TABLES = {"plans", "runs", "partition_outcomes", "conflicts", "health_samples"}
-HEAD = "0002"
+TABLES = {"plans", "runs", "partition_outcomes", "conflicts", "health_samples", "maintenance_runs",
+          "maintenance_actions", "write_leases"}
+HEAD = "0003"
 
 
 def at(seconds: float) -> dt.datetime:

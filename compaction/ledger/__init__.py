@@ -30,6 +30,7 @@ Layout (one module per concern, all re-exported here so ``from compaction.ledger
 :mod:`~compaction.ledger.errors` (errors, redaction), :mod:`~compaction.ledger.records` (enums, frozen records),
 :mod:`~compaction.ledger.schema` (tables of plans, runs, outcomes, conflicts), :mod:`~compaction.ledger.engine`
 (URLs, engines, Alembic), :mod:`~compaction.ledger.runs` and :mod:`~compaction.ledger.health` (the method groups),
+:mod:`~compaction.ledger.maintenance` (maintenance runs, their actions, write leases),
 :mod:`~compaction.ledger.store` (:class:`Ledger`, which combines them).
 
 Errors: every SQLAlchemy / Alembic failure is wrapped into :class:`LedgerError` (exit code 10) at the public
@@ -62,6 +63,15 @@ from compaction.ledger.health import (
     HealthRetention,
     HealthSampleRecord,
     HealthSampleRow,
+)
+from compaction.ledger.maintenance import (
+    InFlightRun,
+    MaintenanceActionRecord,
+    MaintenanceActionRow,
+    MaintenanceRunRecord,
+    MaintenanceRunRow,
+    WriteLease,
+    WriteLeaseRow,
 )
 from compaction.ledger.records import (
     MAX_TEXT_CHARS,
@@ -111,4 +121,11 @@ __all__ = [
     "HealthRetention",
     "HealthSampleRecord",
     "HealthSampleRow",
+    "InFlightRun",
+    "MaintenanceActionRecord",
+    "MaintenanceActionRow",
+    "MaintenanceRunRecord",
+    "MaintenanceRunRow",
+    "WriteLease",
+    "WriteLeaseRow",
 ]
