@@ -76,8 +76,8 @@ def partition_health_rows(state) -> list[dict[str, Any]]:  # type: ignore[no-unt
                 "deletion_vectors": attributed.deletion_vectors,
                 "deletion_vector_records": attributed.records(DeleteContent.DELETION_VECTOR),
                 "global_equality_delete_files": attributed.global_equality_delete_files,
-                "equality_delete_sequence_numbers": sorted({d.data_sequence_number for d in attributed.delete_files
-                                                            if d.content is DeleteContent.EQUALITY}),
+                # The partition's own equality deletes (global ones applying here are counted above, not listed).
+                "equality_delete_sequence_numbers": list(p.equality_delete_sequence_numbers),
                 "min_data_sequence_number": p.min_data_sequence_number,
                 "max_data_sequence_number": p.max_data_sequence_number,
                 "delete_ratio": round(attributed.delete_records / p.data_records, 4) if p.data_records else 0.0,

@@ -22,8 +22,11 @@ What counts where (:meth:`GlobalDeleteIndex.attribute`):
 * every delete file counts in the partition it was written in, as inspected (position deletes and DVs apply only
   there; an equality delete of a partitioned spec too);
 * a global equality delete also counts in every *other* partition holding a live data file with a lower data
-  sequence number, i.e. whose minimum data sequence number is below the delete's: one comparison per partition
-  against an index of the global deletes sorted by sequence number, no per-file work;
+  sequence number, i.e. whose minimum data sequence number is below the delete's. The global deletes are sorted by
+  sequence number once, so the ones applying to a partition are a suffix of that order: one binary search per
+  partition gives their count, bytes and highest sequence number from suffix sums (the list itself is only built
+  when asked for, see :attr:`PartitionDeletes.global_from_elsewhere`), so attribution stays O(log n) per partition
+  however many partitions and global deletes a table has;
 * its records are keys, not rows of one partition: metadata cannot tell which partition's rows they match, so a
   partition's deleted-row estimate gets a *pro rata* share of them: ``records x (the partition's data records / the
   data records of all partitions the delete applies to)``. The shares of one delete over the partitions add up to
@@ -62,32 +65,45 @@ class PartitionDeletes:
 
     key: PartitionKey
     own: tuple[DeleteFileInfo, ...] = ()
-    global_from_elsewhere: tuple[DeleteFileInfo, ...] = ()
+    #: How many global equality deletes written elsewhere apply here, their bytes and highest data sequence number.
+    global_count_elsewhere: int = 0
+    global_bytes_elsewhere: int = 0
+    global_max_sequence_number_elsewhere: int | None = None
     global_equality_delete_files: int = 0
     global_equality_delete_records: int = 0
     #: Labels of the partitions the global deletes from elsewhere were written in (sorted).
     global_owner_labels: tuple[str, ...] = ()
     #: Records of the partition's own global equality deletes (0 unless its spec is unpartitioned).
     own_global_records: int = 0
+    #: Where :attr:`global_from_elsewhere` comes from: the index and the first entry applying here.
+    source: GlobalDeleteIndex | None = field(default=None, repr=False, compare=False)
+    first_entry: int = 0
+
+    @property
+    def global_from_elsewhere(self) -> tuple[DeleteFileInfo, ...]:
+        """The global equality deletes written elsewhere that apply here (built on demand: O(their number))."""
+        if not self.global_count_elsewhere or self.source is None:
+            return ()
+        return tuple(g.delete for g in self.source.entries[self.first_entry:] if g.owner != self.key)
 
     @property
     def delete_files(self) -> tuple[DeleteFileInfo, ...]:
         return self.own + self.global_from_elsewhere
 
-    def _count(self, content: DeleteContent) -> int:
-        return sum(1 for d in self.delete_files if d.content is content)
+    def _count_own(self, content: DeleteContent) -> int:
+        return sum(1 for d in self.own if d.content is content)
 
     @property
     def position_delete_files(self) -> int:
-        return self._count(DeleteContent.POSITION)
+        return self._count_own(DeleteContent.POSITION)
 
     @property
     def equality_delete_files(self) -> int:
-        return self._count(DeleteContent.EQUALITY)
+        return self._count_own(DeleteContent.EQUALITY) + self.global_count_elsewhere
 
     @property
     def deletion_vectors(self) -> int:
-        return self._count(DeleteContent.DELETION_VECTOR)
+        return self._count_own(DeleteContent.DELETION_VECTOR)
 
     def records(self, content: DeleteContent) -> int:
         """Deleted records of one kind counted here; equality: the local ones plus the global estimate."""
@@ -103,7 +119,7 @@ class PartitionDeletes:
     def describe_global(self) -> str:
         """E.g. ``3 global equality-delete files (written unpartitioned, in spec=0/<unpartitioned>) apply``; empty
         when no global delete from elsewhere applies here."""
-        n = len(self.global_from_elsewhere)
+        n = self.global_count_elsewhere
         if not n:
             return ""
         where = ", ".join(self.global_owner_labels)
@@ -128,6 +144,10 @@ class GlobalDeleteIndex:
     #: Per owner partition: bytes of the data files of *other* partitions that its global deletes apply to (what a
     #: whole-table conversion of them reads besides the owner's own files).
     elsewhere_scope_bytes: Mapping[PartitionKey, int] = field(default_factory=dict)
+    #: ``bytes_suffix[i]``: summed file bytes of ``entries[i:]``.
+    bytes_suffix: tuple[int, ...] = (0,)
+    #: Highest data sequence number of the global deletes of each owner partition.
+    owner_max_sequence_numbers: Mapping[PartitionKey, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -155,10 +175,12 @@ class GlobalDeleteIndex:
         for _, records in by_min:
             prefix.append(prefix[-1] + records)
         shares = [0.0] * (len(found) + 1)
+        sizes = [0] * (len(found) + 1)
         for i in range(len(found) - 1, -1, -1):
             eligible = prefix[bisect.bisect_left(mins, seqs[i])]
             own_share = found[i].delete.record_count / eligible if eligible > 0 else 0.0
             shares[i] = shares[i + 1] + own_share
+            sizes[i] = sizes[i + 1] + found[i].delete.size_bytes
 
         max_seq_by_owner: dict[PartitionKey, int] = {}
         for g in found:
@@ -175,6 +197,8 @@ class GlobalDeleteIndex:
             partition_stats=stats,
             table_min_data_sequence_number=min(mins) if mins else None,
             elsewhere_scope_bytes=elsewhere,
+            bytes_suffix=tuple(sizes),
+            owner_max_sequence_numbers=max_seq_by_owner,
         )
 
     def is_dangling(self, delete: DeleteFileInfo) -> bool:
@@ -194,19 +218,31 @@ class GlobalDeleteIndex:
         own_globals = sum(1 for d in own if d.content is DeleteContent.EQUALITY) if key.is_unpartitioned else 0
         stats = self.partition_stats.get(key)
         if stats is None:  # no live data file: nothing applies here, only the partition's own files count
-            return PartitionDeletes(key, own, (), own_globals, 0, (), own_global_records)
+            return PartitionDeletes(key, own, global_equality_delete_files=own_globals,
+                                    own_global_records=own_global_records)
         min_seq, records = stats
         first = bisect.bisect_right(self.sequence_numbers, min_seq)  # entries with sequence > min_seq apply
-        elsewhere = tuple(g for g in self.entries[first:] if g.owner != key)
-        estimate = round(records * self.share_suffix[first])
+        count = len(self.entries) - first
+        size = self.bytes_suffix[first]
+        highest = self.sequence_numbers[-1] if count else None
+        owners = [o for o, top in self.owner_max_sequence_numbers.items() if top > min_seq and o != key]
+        if key in self.owner_max_sequence_numbers and count:
+            # An unpartitioned partition: its own global deletes are in ``own`` already (few partitions do this).
+            elsewhere = [g.delete for g in self.entries[first:] if g.owner != key]
+            count, size = len(elsewhere), sum(d.size_bytes for d in elsewhere)
+            highest = max((d.data_sequence_number for d in elsewhere), default=None)
         return PartitionDeletes(
             key=key,
             own=own,
-            global_from_elsewhere=tuple(g.delete for g in elsewhere),
-            global_equality_delete_files=own_globals + len(elsewhere),
-            global_equality_delete_records=estimate,
-            global_owner_labels=tuple(sorted({g.owner.label() for g in elsewhere})),
+            global_count_elsewhere=count,
+            global_bytes_elsewhere=size,
+            global_max_sequence_number_elsewhere=highest,
+            global_equality_delete_files=own_globals + count,
+            global_equality_delete_records=round(records * self.share_suffix[first]),
+            global_owner_labels=tuple(sorted(o.label() for o in owners)),
             own_global_records=own_global_records,
+            source=self,
+            first_entry=first,
         )
 
 

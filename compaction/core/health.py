@@ -138,8 +138,9 @@ def partition_health(p: PartitionState, fragment_limit: int, decision: str | Non
                      attributed: PartitionDeletes | None = None) -> PartitionHealth:
     """``attributed``: the deletes that count in ``p`` (``GlobalDeleteIndex.attribute``); default: its own."""
     deletes = attributed if attributed is not None else PartitionDeletes(p.key, p.delete_files)
-    position = equality = dvs = 0
-    for d in deletes.delete_files:
+    position = dvs = 0
+    equality = deletes.global_count_elsewhere  # all equality deletes; counted, not listed (see attribution)
+    for d in deletes.own:
         if d.content is DeleteContent.POSITION:
             position += 1
         elif d.content is DeleteContent.EQUALITY:

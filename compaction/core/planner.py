@@ -267,8 +267,7 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
         order_key = partition_order_key(state.key)
 
     attributed = global_deletes.attribute(state)
-    from_elsewhere = attributed.global_from_elsewhere
-    if not state.delete_files and not from_elsewhere:  # the common case: no delete applies
+    if not state.delete_files and not attributed.global_count_elsewhere:  # the common case: no delete applies
         return _finish(state, order_key, data, (), small, policy, data_bytes=data_bytes, data_records=data_records,
                        applying={}, known_deleted={}, touched_by_eq=set(), settled=0, dangling=0,
                        attributed=attributed, elsewhere_bytes=0)
@@ -316,7 +315,9 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
         dangling += sum(1 for d in equality if global_deletes.is_dangling(d))
 
     # Global equality deletes written elsewhere also delete rows of this partition's older files.
-    max_eq_seq = max((d.data_sequence_number for d in (*equality, *from_elsewhere)), default=None)
+    max_eq_seq = max((d.data_sequence_number for d in equality), default=None)
+    if attributed.global_max_sequence_number_elsewhere is not None:
+        max_eq_seq = max(max_eq_seq or 0, attributed.global_max_sequence_number_elsewhere)
     touched_by_eq = {f.path for f in data if max_eq_seq is not None and f.data_sequence_number < max_eq_seq}
     # Iceberg's rewrite planner knows a data file's deleted rows only from file-scoped position deletes / DVs
     # (BinPackRewriteFilePlanner.tooHighDeleteRatio); the planner counts the same, so it picks the files it will.
@@ -407,7 +408,7 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
     own_eq = n_eq
     # Global equality deletes count here by their pro rata share of rows (compaction.core.attribution): their keys
     # may match rows of any partition they apply to.
-    n_eq += len(attributed.global_from_elsewhere)
+    n_eq += attributed.global_count_elsewhere
     global_rows = attributed.global_equality_delete_records - attributed.own_global_records
     delete_records += global_rows
     eq_records += global_rows
@@ -429,7 +430,7 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         major_rewritten_files=major_rewrite,
         minor_rewritten_files=minor_rewrite,
         full_files=full_rewrite,
-        delete_bytes=sum(_delete_read_bytes(d) for d in (*deletes, *attributed.global_from_elsewhere)),
+        delete_bytes=sum(_delete_read_bytes(d) for d in deletes) + attributed.global_bytes_elsewhere,
         data_bytes=data_bytes,
         data_records=data_records,
         delete_records=delete_records,
@@ -452,7 +453,7 @@ def _metrics(a: _Analysis, kind: CompactionKind, full: bool = False) -> dict[str
         "data_files": len(a.data_files),
         "data_bytes": a.data_bytes,
         "data_records": a.data_records,
-        "delete_files": len(a.delete_files) + len(a.attributed.global_from_elsewhere),
+        "delete_files": len(a.delete_files) + a.attributed.global_count_elsewhere,
         "delete_bytes": a.delete_bytes,
         "delete_records": a.delete_records,
         "position_delete_files": a.position_delete_files,
@@ -487,7 +488,7 @@ def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
     is worth rewriting)."""
     kind, reason = _decide_kind(a, policy, mode, since_minor_s)
     full = kind is CompactionKind.MAJOR and (policy.major_full_rewrite or reason.startswith(_RATIO_REASON))
-    if kind is CompactionKind.MAJOR and not full and a.attributed.global_from_elsewhere:
+    if kind is CompactionKind.MAJOR and not full and a.attributed.global_count_elsewhere:
         # A selective MAJOR converts the partition's *own* remaining equality deletes afterwards; global ones
         # written elsewhere are converted only by a whole-table MINOR of the unpartitioned partition they live in
         # (compaction.spark.minor.decide_work). So the MAJOR itself rewrites every file a delete applies to.
@@ -503,7 +504,7 @@ def _decide_kind(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
                  since_minor_s: float | None) -> tuple[CompactionKind, str]:
     """``since_minor_s``: seconds since the partition's last successful MINOR (None: never, or not known)."""
     global_note = a.attributed.describe_global()
-    n_global = len(a.attributed.global_from_elsewhere)
+    n_global = a.attributed.global_count_elsewhere
     n_own_deletes = len(a.delete_files)
     n_deletes = n_own_deletes + n_global
     n_small = len(a.small_files)

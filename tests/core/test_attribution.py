@@ -103,6 +103,33 @@ def test_void_only_spec_is_unpartitioned() -> None:
     assert [d.path for d in eu.global_from_elsewhere] == ["void/eq"]
 
 
+def test_counts_from_suffix_sums_equal_the_listed_deletes() -> None:
+    # Two unpartitioned specs (0: no fields, 2: void only), each with its own global deletes, and partitions of
+    # every age: the O(log n) counts agree with the deletes listed one by one, for owners and the others.
+    void_key = PartitionKey(2, (PartitionFieldValue("region_null", "void", "region", None),))
+    parts = (
+        PartitionState(UNPARTITIONED, (data("u/a", 1),), (eq("u/eq3", 3), eq("u/eq7", 7))),
+        PartitionState(void_key, (data("v/a", 4),), (eq("v/eq5", 5), eq("v/eq8", 8))),
+        *(PartitionState(region(f"r{i}"), (data(f"r{i}/a", i),)) for i in range(1, 10)),
+    )
+    index = GlobalDeleteIndex.of(parts)
+    for p in parts:
+        a = index.attribute(p)
+        listed = a.global_from_elsewhere
+        assert a.global_count_elsewhere == len(listed), p.key.label()
+        assert a.global_bytes_elsewhere == sum(d.size_bytes for d in listed)
+        assert a.global_max_sequence_number_elsewhere == max((d.data_sequence_number for d in listed), default=None)
+        owners = {"u/": UNPARTITIONED.label(), "v/": void_key.label()}
+        assert a.global_owner_labels == tuple(sorted({owners[d.path[:2]] for d in listed}))
+        assert all(d.data_sequence_number > min(f.data_sequence_number for f in p.data_files) for d in listed)
+    assert [d.path for d in index.attribute(parts[0]).global_from_elsewhere] == ["v/eq5", "v/eq8"]
+    assert [d.path for d in index.attribute(parts[1]).global_from_elsewhere] == ["u/eq7"]
+    # The shares of each delete add up to its records over the partitions it applies to (each partition's estimate
+    # is rounded to whole rows).
+    shares = sum(index.attribute(p).global_equality_delete_records for p in parts)
+    assert abs(shares - 40) <= len(parts) / 2
+
+
 def test_major_plans_every_partition_a_global_delete_applies_to() -> None:
     state = evolved_table()
     p = plan(state, POL, "major", NOW)
