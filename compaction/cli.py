@@ -286,7 +286,8 @@ def format_before_after(report) -> str:  # type: ignore[no-untyped-def]
         return table
     return table + "\n" + (
         f"note: partition specs {', '.join(map(str, spec_ids))}: a row is one (spec, partition) and counts only the "
-        "files written under that spec and partition, so the rows add up to the whole table. A rewrite writes the "
+        "files written under that spec and partition; with the unchanged partitions (not listed) they add up to the "
+        "whole table. A rewrite writes the "
         "rows of older-spec files it selects into partitions of the current spec: they leave the older spec's row "
         "and appear in the after counts of the current spec's rows.")
 

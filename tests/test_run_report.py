@@ -60,7 +60,7 @@ def test_before_after_counts_add_up_on_an_evolved_table(spark, sqlite_catalog: C
     rows = _cells(text)
     whole = rows.pop(WHOLE_TABLE_LABEL)
     whole = [whole[0], "", "", *whole[1:]]  # its kind and status cells are empty
-    assert "note: partition specs 0, 1: a row is one (spec, partition)" in text
+    assert "note: partition specs 0, 1: a row is one (spec, partition)" in " ".join(text.split())
     assert all(label.startswith("spec=") for label in rows)
     # Listed rows hold every change: their before/after columns add up to the whole table's change.
     for column in (3, 4, 5):  # data files, delete files, file records

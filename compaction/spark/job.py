@@ -459,6 +459,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
     ref = quoted(plan.table)
     identifier = _spark_identifier(plan)
     unavailable_since: float | None = None
+    rewrite_reason = ""
     while True:
         try:
             table = J.load_table(spark, identifier)
@@ -499,6 +500,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             _emit(progress, f"icecompact: {task.kind.value.upper()} {key.label()} attempt {attempt}: "
                             f"{result.before['data_files']} data / {result.before['delete_files']} delete files "
                             f"({result.before['equality_delete_files']} equality)")
+            if not result.kept_snapshot_ids:  # the reason of the attempt that may make (and keep) a file rewrite
+                rewrite_reason = result.reason
             compact(_Attempt(spark, plan, table, ref, key, expression, before, current, level, fingerprints,
                              attempt, prepared, group), result, commits)
             result.status = COMMITTED if commits or result.kept_snapshot_ids else NO_OP
@@ -570,7 +573,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             sid for sid in result.commit_snapshot_ids if sid not in result.kept_snapshot_ids]
         if result.status in (NO_OP, SKIPPED):  # e.g. a retry found nothing left to convert after our rewrite
             # The kept rewrite decided the outcome: its reason, not the skip of the step that found nothing left.
-            result.status, result.reason = COMMITTED, _rewrite_decided_reason(result.kept_snapshot_ids)
+            result.status = COMMITTED
+            result.reason = rewrite_reason or _rewrite_decided_reason(result.kept_snapshot_ids)
         elif result.status != COMMITTED:
             note = (f"the file rewrite (snapshot {', '.join(map(str, result.kept_snapshot_ids))}, validated) holds; "
                     "the conversion did not")
@@ -1155,7 +1159,7 @@ _RESULT_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2}
 
 def final_line(part: PartitionResult) -> str:
     """The partition's one line in the progress stream, printed when its outcome is final: status, the validation
-    its commits passed (``level result``; ``-`` when nothing was checked) and the reason of the step that decided
+    its commits passed (``passed (count)``; ``-`` when nothing was checked) and the reason of the step that decided
     the status (or the error). Earlier steps print what they do, never a partition's status."""
     from compaction.cli import validation_label  # one wording for the stream, the run's table and the UI
 
