@@ -1,0 +1,143 @@
+"""``icecompact maintain``: read the table's metadata and what is in flight -> plan -> record -> execute -> record.
+
+The edges live here: pyiceberg reads the metadata (snapshots, refs, the current snapshot's manifest list, the
+metadata file's size; no data file, no manifest content), the ledger says what is in flight (compaction runs in
+state planned/running, writers' leases), Spark runs Iceberg's actions (compaction/spark/maintenance.py). Deciding is
+the pure planner's job (compaction/core/maintenance.py). Planning happens right before executing, so what is in
+flight is as fresh as it can be.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from compaction.catalog import CatalogConfig
+from compaction.core.errors import CatalogError
+from compaction.core.maintenance import (
+    InFlight,
+    MaintenancePlan,
+    MaintenanceState,
+    RefInfo,
+    SnapshotInfo,
+    plan_maintenance,
+)
+from compaction.core.maintenance_policy import MaintenancePolicy
+from compaction.core.model import TableIdentity
+from compaction.inspect import load_table
+from compaction.ledger import Ledger
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyspark.sql import SparkSession
+
+    from compaction.spark.maintenance import ActionResult
+
+__all__ = ["MaintenanceReport", "maintenance_state", "in_flight", "plan_table", "maintain_table"]
+
+
+def maintenance_state(table: Table, identity: TableIdentity, in_flight_work: tuple[InFlight, ...] = ()) -> MaintenanceState:
+    """The planner's view of ``table`` from its metadata (one read of the current manifest list)."""
+    md = table.metadata
+    snapshots = tuple(SnapshotInfo(int(s.snapshot_id), None if s.parent_snapshot_id is None else int(s.parent_snapshot_id),
+                                   int(s.timestamp_ms)) for s in md.snapshots)
+    refs = tuple(RefInfo(name, int(r.snapshot_id), str(getattr(r.snapshot_ref_type, "value", r.snapshot_ref_type)) == "branch",
+                         r.max_ref_age_ms, r.max_snapshot_age_ms, r.min_snapshots_to_keep) for name, r in md.refs.items())
+    current = table.current_snapshot()
+    try:
+        manifests = tuple(int(m.manifest_length) for m in current.manifests(table.io)) if current else ()
+        size: int | None = len(table.io.new_input(table.metadata_location)) if table.metadata_location else None
+    except Exception as e:  # noqa: BLE001 - pyiceberg FileIO errors (OSError, botocore, ...)
+        raise CatalogError(f"cannot read the metadata of {identity.dotted!r}: {type(e).__name__}: {e}") from e
+    return MaintenanceState(
+        table=identity, location=str(md.location), format_version=int(md.format_version),
+        properties=dict(md.properties), current_snapshot_id=None if current is None else int(current.snapshot_id),
+        snapshots=snapshots, refs=refs, manifest_sizes=manifests, metadata_location=table.metadata_location,
+        metadata_file_bytes=size, metadata_log_entries=len(md.metadata_log), in_flight=in_flight_work)
+
+
+def in_flight(ledger: Ledger, identity: TableIdentity, now: _dt.datetime) -> tuple[InFlight, ...]:
+    """Compaction runs of the table the ledger holds as planned/running, and writers' live leases."""
+    runs = [InFlight("run", r.run_id, r.started_at, r.snapshot_ids)
+            for r in ledger.in_flight_runs(identity.dotted, catalog=identity.catalog)]
+    leases = [InFlight("lease", f"{w.holder} ({w.lease_id})", w.started_at)
+              for w in ledger.active_write_leases(identity.dotted, catalog=identity.catalog, now=now)]
+    return tuple(runs + leases)
+
+
+def plan_table(catalog: CatalogConfig, table_name: str, ledger: Ledger, *, overrides: Mapping[str, object] | None = None,
+               now: _dt.datetime | None = None) -> MaintenancePlan:
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    identity, table = load_table(catalog, table_name)
+    state = maintenance_state(table, identity, in_flight(ledger, identity, now))
+    return plan_maintenance(state, MaintenancePolicy.resolve(state.properties, overrides), now)
+
+
+@dataclass
+class MaintenanceReport:
+    run_id: str | None
+    plan: MaintenancePlan
+    results: list[ActionResult] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if not self.results:
+            return "succeeded"
+        if all(r.status == "succeeded" for r in self.results):
+            return "succeeded"
+        return "failed" if all(r.status != "succeeded" for r in self.results) else "partial"
+
+    @property
+    def exit_code(self) -> int:
+        from compaction.spark.maintenance import MaintenanceError
+
+        return 0 if self.status == "succeeded" else MaintenanceError.exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": self.status, "plan": self.plan.to_dict(),
+                "results": [r.to_dict() for r in self.results]}
+
+
+def maintain_table(catalog: CatalogConfig, table_name: str, *, spark: SparkSession | None = None,
+                   overrides: Mapping[str, object] | None = None, dry_run: bool = False, ledger: Ledger | None = None,
+                   progress: Callable[[str], None] = lambda _m: None, now: _dt.datetime | None = None) -> MaintenanceReport:
+    """Plan the table's maintenance and (unless ``dry_run`` or nothing to do) execute it on ``spark`` (default: a
+    local session like ``icecompact demo``'s), recording the run, its plan and every action's removals."""
+    own_ledger = ledger is None
+    ledger = ledger or Ledger.open()
+    try:
+        plan = plan_table(catalog, table_name, ledger, overrides=overrides, now=now)
+        run_id = ledger.start_maintenance(plan.table.dotted, plan.table.catalog, plan.plan_id, plan.to_json(indent=None),
+                                          dry_run=dry_run)
+        report = MaintenanceReport(run_id, plan)
+        if dry_run or not plan.actions:
+            ledger.finish_maintenance(run_id, "succeeded")
+            return report
+        own_spark = spark is None
+        if spark is None:
+            from compaction.spark.session import build_session
+
+            progress("starting local Spark ...")
+            spark = build_session([catalog])
+        try:
+            from compaction.spark.maintenance import execute_plan
+
+            report.results = execute_plan(spark, plan, progress=progress)
+        except BaseException as e:
+            ledger.finish_maintenance(run_id, "failed", error=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            if own_spark:
+                spark.stop()
+        for r in report.results:
+            reason = plan.decision(r.action).reason if r.error is None else f"{plan.decision(r.action).reason}; {r.error}"
+            ledger.record_maintenance_action(run_id, r.action.value, r.status, reason=reason,
+                                             files_removed=r.files_removed, bytes_removed=r.bytes_removed,
+                                             duration_ms=r.duration_ms, detail=r.detail)
+        ledger.finish_maintenance(run_id, report.status,
+                                  error="; ".join(r.error for r in report.results if r.error) or None)
+        return report
+    finally:
+        if own_ledger:
+            ledger.close()

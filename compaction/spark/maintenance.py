@@ -1,0 +1,220 @@
+"""Execute a :class:`~compaction.core.maintenance.MaintenancePlan` on Spark with Iceberg's own actions.
+
+* **ExpireSnapshots** (``SparkActions.expireSnapshots``) with the plan's ``expireOlderThan`` / ``retainLast``. Before
+  it runs, the same expiry is *applied without committing* on the live table (``table.expireSnapshots()...apply()``,
+  Iceberg's ``RemoveSnapshots``, metadata only): if it would remove a snapshot the plan protects (in-flight runs
+  need it) the action is refused. Iceberg always also applies the table's own ``history.expire.*`` properties and
+  per-ref retention (``RemoveSnapshots.internalApply``), which the planner folded into the same numbers.
+* **RewriteManifests** (``SparkActions.rewriteManifests``) of the current snapshot. The replaced manifests stay
+  referenced by older snapshots: nothing is deleted now (the next expiry removes them).
+* **DeleteOrphanFiles** (``SparkActions.deleteOrphanFiles``) fed our own listing of the table location
+  (``compareToFileList``: path, last modified, length, listed with Spark's file index like Iceberg's Hadoop listing)
+  so that (1) only files last modified before the plan's ``orphan_older_than_ms`` (never newer than the oldest
+  in-flight run or write lease) are candidates, (2) the bytes of what was deleted are known. Iceberg compares
+  candidates with every file any snapshot's metadata references by scheme + authority + path; with
+  ``prefixMismatchMode(ERROR)`` (set explicitly, Iceberg's default) a file that metadata references under another
+  scheme or authority (``s3`` vs ``s3a`` not declared equal, another bucket alias) makes the whole action fail
+  instead of deleting anything: an orphan is proven, not guessed. ``equalSchemes`` / ``equalAuthorities`` come from
+  the policy (Iceberg already counts ``s3n``/``s3a`` as ``s3``). Locations go through Hadoop ``Path``, which
+  normalizes a trailing or doubled slash.
+
+Files and bytes removed by the expiry are measured as the difference between a listing of the table location
+before and after it (writers only add files, so what disappeared is what the expiry deleted).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from compaction.core.errors import CompactionError
+from compaction.core.maintenance import MaintenanceAction, MaintenancePlan
+from compaction.core.identifiers import quoted
+from compaction.spark.jvm import activate, jvm, load_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "execute_plan", "list_files"]
+
+
+class MaintenanceError(CompactionError):
+    """A maintenance action failed or was refused (nothing of that action was committed or deleted)."""
+
+    exit_code = 11
+
+
+class OrphanSafetyError(MaintenanceError):
+    """Orphan removal refused: a file could not be proven orphan (scheme/authority mismatch with metadata)."""
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    action: MaintenanceAction
+    status: str  # succeeded | refused | failed
+    files_removed: int = 0
+    bytes_removed: int | None = 0
+    duration_ms: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"action": self.action.value, "status": self.status, "files_removed": self.files_removed,
+                "bytes_removed": self.bytes_removed, "duration_ms": self.duration_ms, "detail": self.detail,
+                "error": self.error}
+
+
+def _qualified(spark: SparkSession, location: str) -> str:
+    """The location as Hadoop qualifies it (``file:/x`` for ``/x`` or ``file:///x/``), as listings name files."""
+    j = jvm(spark)
+    path = j.org.apache.hadoop.fs.Path(location)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return str(fs.makeQualified(path).toString())
+
+
+def list_files(spark: SparkSession, location: str) -> DataFrame:
+    """Every file under ``location`` (recursively, hidden ``_``/``.`` names skipped as Iceberg's listing does):
+    ``file_path`` (string), ``last_modified`` (timestamp), ``length`` (long). Spark's binaryFile source only
+    lists here: the content column is never selected, so no file is read."""
+    from pyspark.sql import functions as F
+
+    df = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(location)
+          .select(F.col("path").alias("file_path"), F.col("modificationTime").alias("last_modified"),
+                  F.col("length")))
+    return df
+
+
+def _sizes(spark: SparkSession, location: str) -> dict[str, int]:
+    return {r.file_path: int(r.length) for r in list_files(spark, location).select("file_path", "length").collect()}
+
+
+def _jmap(spark: SparkSession, pairs: tuple[tuple[str, str], ...]) -> Any:
+    m = jvm(spark).java.util.HashMap()
+    for k, v in pairs:
+        m.put(k, v)
+    return m
+
+
+def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionResult:
+    assert plan.expire_older_than_ms is not None
+    table.refresh()
+    # Enforce the in-flight protection on the table as it is now: Iceberg's own RemoveSnapshots, applied without a
+    # commit, names exactly what the action will remove.
+    preview = table.expireSnapshots().expireOlderThan(plan.expire_older_than_ms).retainLast(plan.retain_last).apply()
+    would_remove = {int(s.snapshotId()) for s in preview}
+    at_risk = sorted(would_remove & set(plan.protected_snapshot_ids))
+    if at_risk:
+        return ActionResult(MaintenanceAction.EXPIRE_SNAPSHOTS, "refused", detail={"at_risk": at_risk},
+                            error=f"expiry would remove snapshot(s) {at_risk[:5]} in-flight work needs")
+    location = _qualified(spark, plan.location)
+    before = _sizes(spark, location)
+    actions = jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    result = actions.expireSnapshots(table).expireOlderThan(plan.expire_older_than_ms) \
+        .retainLast(plan.retain_last).execute()
+    after = _sizes(spark, location)
+    gone = set(before) - set(after)
+    detail = {
+        "snapshots_expired": len(would_remove),
+        "data_files": int(result.deletedDataFilesCount()),
+        "position_delete_files": int(result.deletedPositionDeleteFilesCount()),
+        "equality_delete_files": int(result.deletedEqualityDeleteFilesCount()),
+        "manifests": int(result.deletedManifestsCount()),
+        "manifest_lists": int(result.deletedManifestListsCount()),
+        "statistics_files": int(result.deletedStatisticsFilesCount()),
+    }
+    files = sum(v for k, v in detail.items() if k != "snapshots_expired")
+    return ActionResult(MaintenanceAction.EXPIRE_SNAPSHOTS, "succeeded", files_removed=files,
+                        bytes_removed=sum(before[p] for p in gone), detail=detail)
+
+
+def _rewrite_manifests(spark: SparkSession, table: Any) -> ActionResult:
+    table.refresh()
+    actions = jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    result = actions.rewriteManifests(table).execute()
+    rewritten = [int(m.length()) for m in result.rewrittenManifests()]
+    added = [int(m.length()) for m in result.addedManifests()]
+    # The replaced manifests stay referenced by older snapshots until they expire: nothing is deleted here.
+    return ActionResult(MaintenanceAction.REWRITE_MANIFESTS, "succeeded", files_removed=0, bytes_removed=0,
+                        detail={"manifests_rewritten": len(rewritten), "manifests_added": len(added),
+                                "bytes_rewritten": sum(rewritten), "bytes_added": sum(added)})
+
+
+def _delete_orphans(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionResult:
+    from pyspark.sql import functions as F
+
+    assert plan.orphan_older_than_ms is not None
+    table.refresh()
+    location = _qualified(spark, plan.location)
+    cutoff_s = plan.orphan_older_than_ms / 1000.0
+    listing = list_files(spark, location).cache()
+    try:
+        # Files at or after the cut-off never reach Iceberg: they may belong to a writer or a compaction that has
+        # not committed yet (the action would filter them too; filtering here keeps the list we compare small).
+        candidates = listing.where(F.col("last_modified") < F.to_timestamp(F.lit(cutoff_s)))
+        j = jvm(spark)
+        mode = j.org.apache.iceberg.actions.DeleteOrphanFiles.PrefixMismatchMode.ERROR
+        action = (j.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession).deleteOrphanFiles(table)
+                  .location(location).olderThan(plan.orphan_older_than_ms)
+                  .compareToFileList(candidates.select("file_path", "last_modified")._jdf)
+                  .prefixMismatchMode(mode)
+                  .equalSchemes(_jmap(spark, plan.policy.orphans_equal_schemes))
+                  .equalAuthorities(_jmap(spark, plan.policy.orphans_equal_authorities)))
+        try:
+            result = action.execute()
+        except Exception as e:  # py4j.protocol.Py4JJavaError
+            text = str(e)
+            if "Unable to determine whether certain files are orphan" in text:
+                conflicts = text.split("Conflicting authorities/schemes:", 1)[-1].split("\n", 1)[0].strip()
+                raise OrphanSafetyError(
+                    "orphan removal refused: metadata references files under another scheme or authority than the "
+                    f"listing ({conflicts}); declare them equal with compaction.maintenance.delete-orphans."
+                    "equal-schemes / equal-authorities if they are the same storage") from e
+            raise
+        deleted = [str(p) for p in result.orphanFileLocations()]
+        deleted_bytes = 0
+        if deleted:
+            paths = spark.createDataFrame([(p,) for p in deleted], "file_path string")
+            row = listing.join(paths, "file_path").agg(F.sum("length").alias("b")).collect()[0]
+            deleted_bytes = int(row.b or 0)
+        return ActionResult(MaintenanceAction.DELETE_ORPHAN_FILES, "succeeded", files_removed=len(deleted),
+                            bytes_removed=deleted_bytes,
+                            detail={"older_than_ms": plan.orphan_older_than_ms, "sample": deleted[:20]})
+    finally:
+        listing.unpersist()
+
+
+def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
+                 progress: Callable[[str], None] = lambda _m: None) -> list[ActionResult]:
+    """Run the plan's actions in order (expire, rewrite manifests, delete orphans). An action that fails or is
+    refused is reported and the next ones still run, except orphan removal after a failed expiry (what the
+    expiry left unreferenced must not be taken for an orphan by a half-done run: it is simply retried next time)."""
+    activate(spark)
+    table = load_table(spark, quoted(plan.table))
+    results: list[ActionResult] = []
+    for action in plan.actions:
+        if action is MaintenanceAction.DELETE_ORPHAN_FILES and any(r.status != "succeeded" for r in results):
+            results.append(ActionResult(action, "refused", bytes_removed=None,
+                                        error="an earlier maintenance action did not succeed"))
+            continue
+        started = time.monotonic()
+        try:
+            if action is MaintenanceAction.EXPIRE_SNAPSHOTS:
+                result = _expire(spark, table, plan)
+            elif action is MaintenanceAction.REWRITE_MANIFESTS:
+                result = _rewrite_manifests(spark, table)
+            elif action is MaintenanceAction.DELETE_ORPHAN_FILES:
+                result = _delete_orphans(spark, table, plan)
+            else:
+                continue
+        except OrphanSafetyError as e:
+            result = ActionResult(action, "refused", bytes_removed=None, error=str(e))
+        except Exception as e:  # noqa: BLE001 - py4j / Iceberg errors: reported per action, the run goes on
+            result = ActionResult(action, "failed", bytes_removed=None, error=f"{type(e).__name__}: {str(e)[:2000]}")
+        result = ActionResult(result.action, result.status, result.files_removed, result.bytes_removed,
+                              int((time.monotonic() - started) * 1000), result.detail, result.error)
+        progress(f"icecompact: {action.value}: {result.status}, {result.files_removed} file(s), "
+                 f"{result.bytes_removed if result.bytes_removed is not None else '?'} byte(s) removed"
+                 + (f" ({result.error})" if result.error else ""))
+        results.append(result)
+    return results
