@@ -282,7 +282,9 @@ def summary(plans: Sequence[Mapping[str, Any]] | None, raw_params: Mapping[str, 
             record_sample(sample, "airflow", ledger=ledger, warn=log.warning)  # the health after the run
             echo(f"== {catalog.name}.{p['table']}: run {p['run_id']} {run.status.value if run else '?'}"
                  f"{' (dry run)' if p.get('dry_run') else ''}")
-            echo(format_before_after(SimpleNamespace(outcomes=outcomes)))
+            # No inspection from before the run here: the table shows the job's own counts (after=None).
+            echo(format_before_after(SimpleNamespace(outcomes=outcomes, before=SimpleNamespace(partitions=()),
+                                                     after=None)))
             echo(f"health now (snapshot {state.snapshot_id}):\n{format_health(state)}")
             out[str(p["table"])] = {
                 "run_id": p["run_id"],
