@@ -26,9 +26,11 @@ from compaction.core.model import DeleteContent
 from compaction.spark import jvm as J
 from compaction.spark.partition_files import (
     PartitionFiles,
+    _iterate,
     added_data_files,
     delete_kind,
     find_dangling_deletes,
+    java_list,
     scan_partition,
     snapshots_between,
 )
@@ -115,6 +117,10 @@ def _inject_fault(point: str, spark: Any = None) -> None:
 #: above the target; its writers roll files at target + (max - target) / 2, but the read splits stay ~ target).
 _NO_MAX_FILE_SIZE = 1 << 62
 _INT_MAX = 2**31 - 1
+#: Iceberg's "min-input-files" for every rewrite we run: a file group of two or more picked files is rewritten
+#: (SizeBasedFileRewritePlanner.enoughInputFiles: ``group.size() > 1 && group.size() >= min-input-files``, so a
+#: value of 1 would not make a single file enough either).
+_MIN_INPUT_FILES = 2
 
 
 @dataclass(frozen=True)
@@ -122,10 +128,14 @@ class Selection:
     """Which data files Iceberg's bin-pack planner picks in a partition (BinPackRewriteFilePlanner): files smaller
     than ``min_file_size_bytes``, or whose known deleted rows (file-scoped position deletes / DVs) / rows >=
     ``delete_ratio``; a partition's picked files are rewritten when there are two or more, or one is delete-heavy.
-    ``None`` (the full rewrite) picks every file with any delete, and the small files."""
+    ``None`` (the full rewrite) picks every file with any delete, and the small files.
+
+    ``rewrite_lone_small_files`` (MAJOR): a small file with deletes that Iceberg would leave alone because it is the
+    only file picked in its file group is rewritten too (see :func:`_lone_small_file_options`)."""
 
     min_file_size_bytes: int
     delete_ratio: float
+    rewrite_lone_small_files: bool = False
 
     def options(self) -> dict[str, str]:
         return {
@@ -133,16 +143,114 @@ class Selection:
             "max-file-size-bytes": str(_NO_MAX_FILE_SIZE),
             "delete-file-threshold": str(_INT_MAX),
             "delete-ratio-threshold": repr(float(self.delete_ratio)),
-            "min-input-files": "2",
+            "min-input-files": str(_MIN_INPUT_FILES),
         }
 
 
 def selection_for(policy: Any, kind: str) -> Selection:
     """MINOR merges the fragment files (and drops fully deleted files); a selective MAJOR rewrites the small files
-    and the delete-heavy segments."""
+    and the delete-heavy segments, a lone small file with deletes included (docs/policy.md)."""
     if kind == "minor":
         return Selection(policy.fragment_threshold_bytes, 1.0)
-    return Selection(policy.small_file_threshold_bytes, policy.major_segment_delete_ratio)
+    return Selection(policy.small_file_threshold_bytes, policy.major_segment_delete_ratio,
+                     rewrite_lone_small_files=True)
+
+
+@dataclass(frozen=True)
+class _PlannedFile:
+    """One data file as Iceberg's rewrite planner sees it (a whole-file ``FileScanTask``)."""
+
+    length: int
+    picked: bool  # BinPackRewriteFilePlanner.filterFiles: outside the size range, or delete-heavy
+    delete_heavy: bool  # tooHighDeleteRatio: the group is rewritten whatever its size
+    has_deletes: bool
+
+
+def _planner_groups(spark: Any, table: Any, expression: Any, options: dict[str, str]) -> list[list[_PlannedFile]]:
+    """The data files of ``expression`` grouped as Iceberg 1.10's BinPackRewriteFilePlanner groups them
+    (``groupByPartition``): by partition for files of the current spec, and every file of an older spec in one
+    group ("treating all such files as un-partitioned", they are rewritten into the current spec). Bin packing
+    within a group (``max-file-group-size-bytes``, 100 GiB) is not modelled: one group per partition."""
+    current = table.currentSnapshot()
+    if current is None:
+        return []
+    j = J.jvm(spark)
+    min_size, max_size = int(options["min-file-size-bytes"]), int(options["max-file-size-bytes"])
+    ratio = float(options["delete-ratio-threshold"])
+    file_scoped = j.org.apache.iceberg.util.ContentFileUtil.isFileScoped
+    current_spec = int(table.spec().specId())
+    decoder = J.PartitionDecoder(spark, table.specs())
+    groups: dict[tuple[Any, ...], list[_PlannedFile]] = {}
+    scan = table.newScan().useSnapshot(int(current.snapshotId())).filter(expression).ignoreResiduals()
+    for task in _iterate(scan.planFiles()):
+        f = task.file()
+        spec_id = int(f.specId())
+        key = ("current", decoder.values(spec_id, f.partition())) if spec_id == current_spec else ("older specs",)
+        deletes = java_list(task.deletes())
+        records = int(f.recordCount())
+        known_deleted = sum(int(d.recordCount()) for d in deletes if file_scoped(d))
+        heavy = bool(deletes) and records > 0 and min(known_deleted, records) / records >= ratio
+        length = int(task.length())
+        groups.setdefault(key, []).append(_PlannedFile(
+            length=length, picked=length < min_size or length > max_size or heavy, delete_heavy=heavy,
+            has_deletes=bool(deletes)))
+    return list(groups.values())
+
+
+def _lone_small_file_options(groups: list[list[_PlannedFile]], options: dict[str, str],
+                             target_file_size_bytes: int) -> dict[str, str]:
+    """Options under which Iceberg also rewrites a small file with deletes that is the only file picked in its group.
+
+    Iceberg 1.10 (SizeBasedFileRewritePlanner.planFileGroups, BinPackRewriteFilePlanner.filterFileGroups) keeps a
+    group of picked files only when it has two or more files (``enoughInputFiles``/``enoughContent``: both require
+    ``group.size() > 1``, so ``min-input-files`` cannot make one file enough), holds more than
+    ``max-file-size-bytes`` (``tooMuchContent``), or one of its files reaches ``delete-file-threshold`` /
+    ``delete-ratio-threshold``. Those two are per-file triggers that also *pick* every other file reaching them
+    (``filterFiles``), and ``rewrite-all`` picks every file: none of them selects one small file only. So:
+
+    * a lone small file with neighbours in its group is merged with the smallest of them: ``min-file-size-bytes``
+      is raised just above that neighbour's size (it must stay below the target: Iceberg checks target > min), so
+      the group has two picked files;
+    * a lone small file alone in its group (typically the last file of an older spec) can only be picked by
+      ``delete-file-threshold=1``, which then also rewrites every file with a delete in the rewrite's scope: the
+      price of leaving no delete on a small file MAJOR covers.
+    """
+    min_size = int(options["min-file-size-bytes"])
+    raise_to = min_size
+    needs_delete_trigger = False
+    for group in groups:
+        picked = [f for f in group if f.picked]
+        if len(picked) != 1 or not picked[0].has_deletes or picked[0].delete_heavy:
+            continue
+        lone = picked[0]
+        if lone.length > int(options["max-file-size-bytes"]):
+            continue  # tooMuchContent: Iceberg rewrites it anyway
+        neighbours = sorted(f.length for f in group if f is not lone)
+        if neighbours and neighbours[0] + 1 < int(target_file_size_bytes):
+            raise_to = max(raise_to, neighbours[0] + 1)
+        else:
+            needs_delete_trigger = True
+    adjusted = dict(options)
+    adjusted["min-file-size-bytes"] = str(raise_to)
+    if needs_delete_trigger:
+        adjusted["delete-file-threshold"] = "1"
+    return adjusted
+
+
+def full_rewrite_options(table: Any) -> dict[str, str]:
+    """Options of the full rewrite: every data file Iceberg's scan planning applies a delete to is picked
+    (``delete-file-threshold=1``: BinPackRewriteFilePlanner.tooManyDeletes is ``task.deletes().size() >= 1``) and
+    its group rewritten whatever its size (filterFileGroups keeps a group with such a file), small files too.
+
+    Files of an older spec are grouped together and rewritten into ``output-spec-id`` like any other
+    (BinPackRewriteFilePlanner.groupByPartition; SizeBasedFileRewritePlanner.outputSpecId defaults to the current
+    spec): set explicitly, so that the rows of older specs a full rewrite touches always land in the current spec.
+    Files of older specs with no delete applying are not picked (Iceberg does not rewrite them for their spec)."""
+    return {
+        "delete-file-threshold": "1",
+        "min-input-files": str(_MIN_INPUT_FILES),
+        "output-spec-id": str(int(table.spec().specId())),
+    }
 
 
 def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
@@ -152,14 +260,16 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     J.activate(spark)  # the action stages its file groups through a catalog of the *active* session
     actions = J.jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     if selection is None:
-        # A file with any delete is always rewritten (Iceberg: delete-file-threshold).
-        options = {"delete-file-threshold": "1", "min-input-files": "2"}
+        options = full_rewrite_options(table)
     else:
         options = selection.options()
+        if int(target_file_size_bytes) <= selection.min_file_size_bytes:
+            options["min-file-size-bytes"] = str(max(0, int(target_file_size_bytes) - 1))
+        if selection.rewrite_lone_small_files:
+            groups = _planner_groups(spark, table, expression, options)
+            options = _lone_small_file_options(groups, options, int(target_file_size_bytes))
     action = actions.rewriteDataFiles(table).filter(expression).option(
         "target-file-size-bytes", str(int(target_file_size_bytes)))
-    if selection is not None and int(target_file_size_bytes) <= selection.min_file_size_bytes:
-        options["min-file-size-bytes"] = str(max(0, int(target_file_size_bytes) - 1))
     for name, value in options.items():
         action = action.option(name, value)
     action = (
@@ -215,19 +325,28 @@ def _check_no_older_data_added(spark: Any, table: Any, expression: Any, base_id:
     equality = [d for d in removed if delete_kind(d) is DeleteContent.EQUALITY]
     if not equality:
         return
+    specs = table.specs()
+    # A global equality delete (unpartitioned spec) applies to data files of every partition of every spec: any
+    # older data file added anywhere needed it. A partitioned one only to its own partition (``expression``'s).
+    global_seqs = [int(d.dataSequenceNumber()) for d in equality if specs.get(int(d.specId())).isUnpartitioned()]
+    max_global_seq = max(global_seqs, default=-1)
     max_seq = max(int(d.dataSequenceNumber()) for d in equality)
     expressions = J.jvm(spark).org.apache.iceberg.expressions
     for sid in snapshots_between(table, base_id, commit_id)[:-1]:
         for f in added_data_files(table, sid):
             seq = f.dataSequenceNumber()
-            if seq is not None and int(seq) < max_seq:
-                spec = table.specs().get(int(f.specId()))
+            if seq is None or int(seq) >= max_seq:
+                continue
+            needed = int(seq) < max_global_seq
+            if not needed:
+                spec = specs.get(int(f.specId()))
                 in_scope = expressions.Projections.inclusive(spec).project(expression)
-                if expressions.Evaluator(spec.partitionType(), in_scope).eval(f.partition()):
-                    raise CommitValidationError(
-                        f"snapshot {sid} added data file {f.location()} with data sequence number {int(seq)} "
-                        f"< {max_seq} of a removed equality delete: the delete was still needed"
-                    )
+                needed = bool(expressions.Evaluator(spec.partitionType(), in_scope).eval(f.partition()))
+            if needed:
+                raise CommitValidationError(
+                    f"snapshot {sid} added data file {f.location()} with data sequence number {int(seq)} "
+                    f"< {max_seq} of a removed equality delete: the delete was still needed"
+                )
 
 
 def new_tag() -> str:

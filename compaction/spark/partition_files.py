@@ -248,8 +248,10 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
       seq <= its own; if none of them is live it is dangling forever (paths are never reused);
     * an equality delete of a partitioned spec applies to data files of the same spec and partition with data
       seq < its own; with none live it is dangling;
-    * an equality delete of an unpartitioned spec applies to every data file of the table; it is only judged when
-      the scan covers the whole table.
+    * an equality delete of an unpartitioned spec (a "global" delete) applies to every data file of the table, of
+      every partition of every spec, with data seq < its own: it is dangling only when no live data file of the
+      whole table has a lower data seq, so it is always judged against the whole table, whatever ``expression``
+      selects (:func:`_lowest_live_data_sequence`).
 
     The files a position delete names come from metadata when Iceberg can tell them (:func:`position_delete_target`);
     only the others are read (one Spark job for all of them). Returned delete files are copies (safe to keep).
@@ -275,6 +277,7 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
     all_data = [entry for files in data_by_partition.values() for entry in files]
 
     unpartitioned: dict[int, bool] = {}
+    lowest_table_seq: int | None = None  # of the whole table's live data files, read once if a global delete is met
     dangling: list[Any] = []
     unresolved: list[tuple[Any, tuple[int, tuple[Any, ...]], int]] = []  # multi-file position deletes
     for manifest in java_list(snapshot.deleteManifests(io)):
@@ -296,12 +299,13 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
                 continue
             if str(d.content().toString()) == "EQUALITY_DELETES":
                 if unpartitioned[spec_id]:
-                    if not covers_whole_table:
-                        continue
-                    eq_scope = all_data
+                    if lowest_table_seq is None:
+                        lowest_table_seq = (min((s for _, s in all_data), default=None) if covers_whole_table
+                                            else _lowest_live_data_sequence(spark, table, snapshot))
+                    still_applies = lowest_table_seq is not None and lowest_table_seq < seq
                 else:
-                    eq_scope = data_by_partition.get(key, [])
-                if not any(data_seq < seq for _, data_seq in eq_scope):
+                    still_applies = any(data_seq < seq for _, data_seq in data_by_partition.get(key, []))
+                if not still_applies:
                     dangling.append(d.copy())
                 continue
             unresolved.append((d.copy(), key, seq))
@@ -312,6 +316,25 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
         if not any(path in named and data_seq <= seq for path, data_seq in data_by_partition.get(key, [])):
             dangling.append(d)
     return dangling
+
+
+def _lowest_live_data_sequence(spark: Any, table: Any, snapshot: Any) -> int | None:
+    """The lowest data sequence number of the live data files of the whole table at ``snapshot`` (None: no data
+    file), every spec and partition. A manifest whose ``min_sequence_number`` (spec, "Manifest Lists": the lowest
+    data sequence number of its live entries) cannot go below the lowest found so far is not opened."""
+    j = J.jvm(spark)
+    io, specs = table.io(), table.specs()
+    manifests = java_list(snapshot.dataManifests(io))
+    lowest: int | None = None
+    for manifest in sorted(manifests, key=lambda m: int(m.minSequenceNumber())):
+        if lowest is not None and int(manifest.minSequenceNumber()) >= lowest:
+            continue
+        if not (manifest.hasAddedFiles() or manifest.hasExistingFiles()):
+            continue
+        for f in _iterate(j.org.apache.iceberg.ManifestFiles.read(manifest, io, specs)):
+            seq = int(f.dataSequenceNumber())
+            lowest = seq if lowest is None else min(lowest, seq)
+    return lowest
 
 
 def position_delete_target(spark: Any, delete_file: Any) -> str | None:

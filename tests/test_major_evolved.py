@@ -1,0 +1,189 @@
+"""MAJOR on tables whose partition spec evolved (issue 28): real Spark, real Iceberg, content checked with the
+reference reader (compaction.testing.oracle), which decides which delete applies to which live data file from the
+table's metadata by the spec's rules (sequence numbers, partition, global equality deletes) independently of ours."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from compaction.catalog import CatalogConfig
+from compaction.core.plan import CompactionMode
+from compaction.core.planner import plan
+from compaction.core.policy import CompactionPolicy
+from compaction.inspect import inspect_table
+from compaction.spark import jvm as J
+from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
+from compaction.spark.validation import ValidationLevel
+from compaction.testing import workload
+from compaction.testing.oracle import OracleResult, read_table
+from compaction.testing.workload import WorkloadSpec, generate, spark_rows
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+UNPARTITIONED_TO_REGION = "ADD PARTITION FIELD region"
+
+
+def _compact(spark, catalog: CatalogConfig, table_name: str, overrides: dict[str, object]):  # type: ignore[no-untyped-def]
+    state = inspect_table(catalog, table_name)
+    the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), CompactionMode.MAJOR, NOW)
+    results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT) for g in the_plan.groups]
+    outcomes = [p for r in results for p in r.partitions]
+    assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
+    return the_plan, outcomes
+
+
+def _unpartitioned_spec_ids(table) -> set[int]:  # type: ignore[no-untyped-def]
+    return {sid for sid, spec in table.metadata.specs().items() if not spec.fields}
+
+
+def _sql(spark, statement: str) -> None:  # type: ignore[no-untyped-def]
+    spark.sql(statement).collect()
+
+
+def _insert_one_file(spark, table: str, select: str) -> None:  # type: ignore[no-untyped-def]
+    """INSERT writing exactly one data file (one Spark task)."""
+    _sql(spark, f"INSERT INTO {table} SELECT /*+ REPARTITION(1) */ * FROM ({select})")
+
+
+# Defect 1 ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_selective_major_rewrites_a_lone_small_file_with_deletes(spark, sqlite_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                                 format_version: int) -> None:
+    """Iceberg keeps a file group only with two picked files or a delete-heavy one (min-input-files), so a small file
+    alone in its group kept its deletes (as a DV / position delete) after a selective MAJOR. Two shapes: the only
+    file left of the old (unpartitioned) spec, and a small file next to one large segment in a current partition."""
+    table = f"{sqlite_catalog.name}.ev.lone"
+    _sql(spark, f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.ev")
+    _sql(spark, f"CREATE TABLE {table} (id bigint, region string, payload string) USING iceberg TBLPROPERTIES ("
+                f"'format-version'='{format_version}', 'write.delete.mode'='merge-on-read', "
+                f"'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read', "
+                f"'write.distribution-mode'='none')")
+    _insert_one_file(spark, table, "VALUES (1L, 'US', 'a'), (2L, 'US', 'b'), (3L, 'US', 'c')")  # old spec, small
+    _sql(spark, f"ALTER TABLE {table} {UNPARTITIONED_TO_REGION}")
+    # One large segment of region EU (incompressible payloads), then one small EU file.
+    _insert_one_file(spark, table, "SELECT id + 100, 'EU', sha2(cast(id AS string), 256) FROM range(0, 3000)")
+    _insert_one_file(spark, table, "VALUES (10L, 'EU', 'x'), (11L, 'EU', 'y'), (12L, 'EU', 'z')")
+    _sql(spark, f"DELETE FROM {table} WHERE id IN (1, 10)")
+    pyiceberg_table = sqlite_catalog.load().load_table(("ev", "lone"))
+    before = read_table(pyiceberg_table)
+    sizes = sorted(f.file_size_in_bytes for f in before.data_files)
+    assert len(sizes) == 3 and sizes[1] * 4 < sizes[2], sizes
+    small_limit = (sizes[1] + sizes[2]) // 2  # the two tiny files are small, the segment is not
+    lone_files = {f.path for f in before.data_files if f.file_size_in_bytes < small_limit}
+    assert lone_files <= set(before.applicable_deletes), "both small files carry a delete before"
+
+    _compact(spark, sqlite_catalog, "ev.lone",
+             {"target_file_size_bytes": 8 * sizes[2], "min_file_size_bytes": small_limit})
+
+    after = read_table(sqlite_catalog.load().load_table(("ev", "lone")))
+    assert after.rows == before.rows
+    assert spark_rows_of(spark, table) == before.rows
+    assert not lone_files & {f.path for f in after.data_files}, "a lone small file with deletes was kept"
+    for f in after.data_files:
+        if f.file_size_in_bytes < small_limit:
+            assert f.path not in after.applicable_deletes, f"a delete still applies to small file {f.path}"
+
+
+def spark_rows_of(spark, table: str):  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    return Counter(tuple(r) for r in spark.sql(f"SELECT id, region, payload FROM {table}").collect())
+
+
+# Defects 2 and 3 -----------------------------------------------------------------------------------------------------
+def _assert_no_delete_applies(result: OracleResult) -> None:
+    """By the spec's rule, computed by the reference reader from metadata: no delete file applies to a live data
+    file (position deletes / DVs naming it, equality deletes of its partition or global ones with a higher data
+    sequence number), and no global equality delete is left once nothing older is live."""
+    assert not result.applicable_deletes, {p: sorted(d.path for d in ds) for p, ds in result.applicable_deletes.items()}
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_full_rewrite_major_leaves_no_delete_on_an_evolved_table_with_global_equality_deletes(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch, format_version: int) -> None:
+    monkeypatch.setitem(workload.EVOLUTIONS, "unpartitioned", UNPARTITIONED_TO_REGION)  # type: ignore[index]
+    spec = WorkloadSpec(seed=281 + format_version, format_version=format_version, partitioning="unpartitioned",
+                        evolve_spec=True, global_eq_deletes=True, commits=4, rows_per_commit=40, days_span=2)
+    wl = generate(spark, sqlite_catalog, "ev.full", spec)
+    pyiceberg_catalog = sqlite_catalog.load()
+    before = read_table(pyiceberg_catalog.load_table(wl.identifier))
+    assert before.rows == wl.expected_rows
+    unpartitioned = _unpartitioned_spec_ids(pyiceberg_catalog.load_table(wl.identifier))
+    assert any(d.delete_kind == "equality" and d.spec_id in unpartitioned for d in before.delete_files), \
+        "scenario without a global equality delete"
+    sizes = sorted(f.file_size_in_bytes for f in before.data_files)
+    median = sizes[len(sizes) // 2]
+
+    the_plan, _ = _compact(spark, sqlite_catalog, "ev.full", {"major_full_rewrite": True,
+                                                                 "target_file_size_bytes": 8 * median,
+                                                                 "min_file_size_bytes": median})
+    assert all(t.full_rewrite for t in the_plan.tasks)
+
+    table = pyiceberg_catalog.load_table(wl.identifier)
+    after = read_table(table)
+    assert after.rows == before.rows
+    assert spark_rows(spark, wl.table) == before.rows
+    _assert_no_delete_applies(after)
+    # Defect 3: every global equality delete is now dangling (nothing older is live) and was removed.
+    assert not [d.path for d in after.delete_files if d.delete_kind == "equality" and d.spec_id in unpartitioned]
+    # The rows the rewrite moved left the old spec: every data file written by it is of the current spec.
+    current_spec = table.metadata.default_spec_id
+    old = {f.path for f in before.data_files}
+    assert all(f.spec_id == current_spec for f in after.data_files if f.path not in old)
+
+
+def test_dangling_cleanup_judges_a_global_equality_delete_against_every_partition(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig) -> None:
+    """A global equality delete is dangling only when no live data file of any partition of any spec has a lower
+    data sequence number: a cleanup scoped to one partition keeps it while an older file lives elsewhere, and
+    removes it once none does (before: never judged unless the scan covered the whole table)."""
+    from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
+    from compaction.spark.expressions import java_partition_expression
+    from compaction.spark.major import remove_dangling_deletes, rewrite_partition
+    from compaction.spark.partition_files import find_dangling_deletes
+
+    name = f"{sqlite_catalog.name}.ev.dangle"
+    _sql(spark, f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.ev")
+    _sql(spark, f"CREATE TABLE {name} (id bigint, region string) USING iceberg TBLPROPERTIES ("
+                f"'format-version'='2', 'write.delete.mode'='merge-on-read')")
+    _insert_one_file(spark, name, "VALUES (1L, 'US'), (2L, 'US')")  # spec 0
+    _sql(spark, f"ALTER TABLE {name} {UNPARTITIONED_TO_REGION}")
+    _insert_one_file(spark, name, "VALUES (3L, 'EU'), (4L, 'EU'), (5L, 'EU')")  # spec 1, region EU
+    jtable = J.load_table(spark, name)
+    jtable.refresh()
+    spec0 = next(sid for sid in J.spec_ids(jtable) if not jtable.specs().get(sid).isPartitioned())
+    # Global (spec 0, unpartitioned) and the last commit: a rewrite starting now keeps its sequence number S, so
+    # Iceberg's own drop of deletes older than every data file (data seq < the table's lowest) never takes it.
+    write_and_commit(spark, jtable, [EqualityDeleteSpec(("id",), ((1,), (3,)), spec0, ())])
+    jtable.refresh()
+    state = inspect_table(sqlite_catalog, "ev.dangle")
+    eu = next(p.key for p in state.partitions if p.key.spec_id == int(jtable.spec().specId())
+              and p.key.fields[0].value == "EU")
+    eu_expression = java_partition_expression(spark, jtable, eu)
+    everything = J.jvm(spark).org.apache.iceberg.expressions.Expressions.alwaysTrue()
+    assert spark_rows_of_ids(spark, name) == {2, 4, 5}
+
+    # MAJOR of region EU only: the global delete still applies to the spec-0 file (region US, not in scope).
+    rewrite_partition(spark, jtable, eu_expression, target_file_size_bytes=1 << 27, plan_id="t", tag="t1")
+    jtable.refresh()
+    current = int(jtable.currentSnapshot().snapshotId())
+    assert find_dangling_deletes(spark, jtable, current, eu_expression, covers_whole_table=False) == [], \
+        "the global delete still applies to the older file of spec 0"
+
+    # Rewrite the rest: nothing older than the delete is live any more -> dangling, also for a cleanup of EU only.
+    rewrite_partition(spark, jtable, everything, target_file_size_bytes=1 << 27, plan_id="t", tag="t2")
+    jtable.refresh()
+    current = int(jtable.currentSnapshot().snapshotId())
+    dangling = find_dangling_deletes(spark, jtable, current, eu_expression, covers_whole_table=False)
+    assert [str(d.content().toString()) for d in dangling] == ["EQUALITY_DELETES"]
+    _, removed = remove_dangling_deletes(spark, jtable, eu_expression, plan_id="t", tag="t3",
+                                         covers_whole_table=False)
+    assert removed == 1
+    after = read_table(sqlite_catalog.load().load_table(("ev", "dangle")))
+    assert not after.delete_files and not after.applicable_deletes
+    assert spark_rows_of_ids(spark, name) == {2, 4, 5}
+
+
+def spark_rows_of_ids(spark, table: str) -> set[int]:  # type: ignore[no-untyped-def]
+    return {int(r[0]) for r in spark.sql(f"SELECT id FROM {table}").collect()}
