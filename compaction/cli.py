@@ -1,6 +1,6 @@
 """icecompact: compaction of Iceberg merge-on-read tables. inspect shows a table's health from metadata, plan decides
 NONE/MINOR/MAJOR per partition, run compacts on Spark and records the run in the ledger, history lists the recorded
-runs, demo builds and compacts a demo table. inspect, plan and run also record a health sample of the table in the
+runs, maintain expires snapshots, rewrites manifests and deletes orphan files, demo builds and compacts a demo table. inspect, plan and run also record a health sample of the table in the
 ledger (health over time, shown by the Airflow UI plugin) unless --no-record is given."""
 
 from __future__ import annotations
@@ -185,7 +185,71 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(result.to_json())
     else:
         print(format_plan(result))
+        _print_maintenance_preview(table, identity)
     return 0
+
+
+def _print_maintenance_preview(table, identity) -> None:  # type: ignore[no-untyped-def]
+    """The maintenance decisions now (metadata only: one manifest list read; in-flight work from the ledger)."""
+    from compaction.core.maintenance import plan_maintenance
+    from compaction.core.maintenance_policy import MaintenancePolicy
+    from compaction.maintenance import in_flight, maintenance_state
+
+    now = _dt.datetime.now(_dt.timezone.utc)
+    try:
+        from compaction.ledger import Ledger
+
+        with Ledger.open() as ledger:
+            flying = in_flight(ledger, identity, now)
+    except CompactionError as e:
+        _warn(f"ledger not readable, maintenance preview assumes nothing is in flight: {e}")
+        flying = ()
+    try:
+        state = maintenance_state(table, identity, flying)
+        mplan = plan_maintenance(state, MaintenancePolicy.resolve(state.properties), now)
+    except CompactionError as e:
+        _warn(f"maintenance preview not available: {e}")
+        return
+    print()
+    print(format_maintenance_plan(mplan))
+
+
+def format_maintenance_plan(mplan) -> str:  # type: ignore[no-untyped-def]
+    s = mplan.stats
+    head = (f"maintenance {mplan.plan_id} for {mplan.table}: {s.get('snapshots', 0)} snapshot(s), "
+            f"{s.get('manifests', 0)} manifest(s) ({s.get('small_manifests', 0)} small), metadata file "
+            f"{_fmt_bytes(s['metadata_file_bytes']) if 'metadata_file_bytes' in s else '?'}, "
+            f"{s.get('in_flight', 0)} in flight")
+    rows = [(d.action.value, "RUN" if d.run else "-", d.reason) for d in mplan.decisions]
+    lines = [head, render_table(["action", "decision", "reason"], rows)]
+    lines += [f"note: {n}" for n in mplan.notes]
+    return "\n".join(lines)
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from compaction.maintenance import maintain_table
+
+    report = maintain_table(_catalog(args), args.table, overrides=_parse_overrides(args.set), dry_run=args.dry_run,
+                            progress=lambda m: print(m, file=sys.stderr, flush=True))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return report.exit_code
+    print(format_maintenance_plan(report.plan))
+    if args.dry_run:
+        print(f"dry run: nothing executed (maintenance run {report.run_id})")
+        return 0
+    if not report.results:
+        print(f"nothing to do (maintenance run {report.run_id})")
+        return 0
+    print()
+    print(render_table(
+        ["action", "status", "files removed", "bytes removed", "duration", "detail"],
+        [(r.action.value, r.status, r.files_removed,
+          "?" if r.bytes_removed is None else _fmt_bytes(r.bytes_removed), f"{r.duration_ms / 1000:.1f}s",
+          r.error or ", ".join(f"{k}={v}" for k, v in r.detail.items() if k != "sample"))
+         for r in report.results]))
+    print(f"maintenance run {report.run_id}: {report.status}")
+    return report.exit_code
 
 
 def format_plan(result) -> str:  # type: ignore[no-untyped-def]
@@ -450,6 +514,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-parallel-jobs", type=int, default=2, help="concurrent spark-submits (1 on SQLite)")
     p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP + " after the run")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("maintain", parents=[catalog_option],
+                       help="expire snapshots, rewrite manifests, delete orphan files on Spark (see docs/maintenance.md)")
+    p.add_argument("table", help="NAMESPACE.TABLE")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="maintenance policy override (repeatable), e.g. maintenance.delete-orphans.enabled=true")
+    p.add_argument("--dry-run", action="store_true", help="print and record the plan, execute nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_maintain)
 
     p = sub.add_parser("history", parents=[catalog_option], help="runs recorded in the ledger (or one run's per-partition outcomes)")
     p.add_argument("table", nargs="?", help="NAMESPACE.TABLE (default: all tables)")

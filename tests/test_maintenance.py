@@ -200,3 +200,29 @@ def test_expiry_during_a_compaction_run_leaves_the_run_validated(  # type: ignor
     partitions = [p for r in results for p in r.partitions]
     assert partitions and all(p.status == COMMITTED for p in partitions), [(p.status, p.error) for p in partitions]
     assert all(p.validation.get("result") == "passed" for p in partitions), [p.validation for p in partitions]
+
+
+def test_cli_maintain_dry_run_and_plan_show_the_decisions(spark, sqlite_catalog: CatalogConfig, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                          monkeypatch, capsys) -> None:
+    from compaction.cli import main as cli_main
+
+    spec = WorkloadSpec(seed=3, format_version=2, partitioning="days_ts", commits=2, rows_per_commit=10)
+    work = generate(spark, sqlite_catalog, "mt.cli", spec)
+    home = tmp_path / "pyiceberg-home"
+    home.mkdir()
+    lines = ["catalog:", f"  {sqlite_catalog.name}:"] + [f"    {k}: '{v}'" for k, v in sqlite_catalog.properties.items()]
+    (home / ".pyiceberg.yaml").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("PYICEBERG_HOME", str(home))
+    monkeypatch.setenv("ICECOMPACT_LEDGER_URL", f"sqlite:///{tmp_path / 'cli-ledger.db'}")
+    name = ".".join(work.identifier)
+    assert cli_main(["--catalog", sqlite_catalog.name, "maintain", name, "--dry-run",
+                     "--set", "history.expire.max-snapshot-age-ms=1"]) == 0
+    out = capsys.readouterr().out
+    assert "expire_snapshots" in out and "RUN" in out and "orphan removal off" in out and "dry run" in out
+    assert cli_main(["--catalog", sqlite_catalog.name, "plan", name, "--no-record"]) == 0
+    out = capsys.readouterr().out
+    assert "maintenance m-" in out and "rewrite_manifests" in out
+    assert cli_main(["--catalog", sqlite_catalog.name, "maintain", name, "--dry-run", "--set", "nope=1"]) == 2
+    with Ledger.open(f"sqlite:///{tmp_path / 'cli-ledger.db'}") as ledger:
+        [run] = ledger.maintenance_runs(name, catalog=sqlite_catalog.name)
+        assert run.dry_run and run.status == "succeeded"
