@@ -1,0 +1,29 @@
+"""Task body of the ``iceberg_maintenance`` DAG: ``icecompact maintain`` for one table (see docs/maintenance.md).
+
+Kept out of the DAG file so parsing imports no pyspark/pyiceberg. Spark runs in the worker process (local, like
+``icecompact maintain``)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def maintain(table: str, params: Mapping[str, Any], echo: Any = print) -> dict[str, Any]:
+    from icecompact_airflow.connections import resolve_catalog
+
+    from compaction.maintenance import maintain_table
+
+    report = maintain_table(resolve_catalog(params.get("catalog")), table, overrides=dict(params.get("overrides") or {}),
+                            dry_run=bool(params.get("dry_run")), progress=echo)
+    for d in report.plan.decisions:
+        echo(f"{report.plan.table} {d.action.value}: {'RUN' if d.run else '-'} {d.reason}")
+    for r in report.results:
+        echo(f"{report.plan.table} {r.action.value}: {r.status}, {r.files_removed} file(s), {r.bytes_removed} byte(s)"
+             + (f" ({r.error})" if r.error else ""))
+    if report.exit_code:
+        from compaction.spark.maintenance import MaintenanceError
+
+        raise MaintenanceError(f"maintenance of {table} {report.status}: "
+                               + "; ".join(r.error or "" for r in report.results if r.error))
+    return {"table": table, "run_id": report.run_id, "status": report.status,
+            "results": [r.to_dict() for r in report.results]}
