@@ -1,8 +1,8 @@
 """Maintenance of Iceberg tables: expire snapshots, rewrite manifests, delete orphan files (docs/maintenance.md).
 
 Thin on purpose: one mapped task per table runs :func:`icecompact_airflow.maintenance_tasks.maintain` (plan from
-metadata and the ledger's in-flight runs, Iceberg's actions on Spark, removals recorded in the ledger). Daily by
-default (``$ICECOMPACT_MAINTENANCE_SCHEDULE``, ``none`` for manual only). Parsing imports only Airflow.
+metadata and the ledger's in-flight runs, Iceberg's actions on Spark, removals recorded in the ledger). Manual by
+default; set ``$ICECOMPACT_MAINTENANCE_SCHEDULE`` (a cron expression or ``@daily``) to schedule it. Parsing imports only Airflow.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SCHEDULE_ENV = "ICECOMPACT_MAINTENANCE_SCHEDULE"
 
 
 def _schedule() -> str | None:
-    text = (os.environ.get(SCHEDULE_ENV) or "@daily").strip()
+    text = (os.environ.get(SCHEDULE_ENV) or "none").strip()
     return None if text.lower() in ("none", "null", "manual") else text
 
 
