@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from compaction.catalog import CatalogConfig
-from compaction.core.errors import CatalogError
+from compaction.core.errors import CatalogError, MaintenanceError
 from compaction.core.maintenance import (
     InFlight,
     MaintenancePlan,
@@ -90,8 +90,6 @@ class MaintenanceReport:
 
     @property
     def exit_code(self) -> int:
-        from compaction.spark.maintenance import MaintenanceError
-
         return 0 if self.status == "succeeded" else MaintenanceError.exit_code
 
     def to_dict(self) -> dict[str, Any]:

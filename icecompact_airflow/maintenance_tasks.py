@@ -21,7 +21,7 @@ def maintain(table: str, params: Mapping[str, Any], echo: Any = print) -> dict[s
         echo(f"{report.plan.table} {r.action.value}: {r.status}, {r.files_removed} file(s), {r.bytes_removed} byte(s)"
              + (f" ({r.error})" if r.error else ""))
     if report.exit_code:
-        from compaction.spark.maintenance import MaintenanceError
+        from compaction.core.errors import MaintenanceError
 
         raise MaintenanceError(f"maintenance of {table} {report.status}: "
                                + "; ".join(r.error or "" for r in report.results if r.error))

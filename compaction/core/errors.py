@@ -77,3 +77,10 @@ class CommitValidationError(CompactionError):
     """The post-commit invariant check found a difference between the compaction snapshot and its parent."""
 
     exit_code = 9
+
+
+class MaintenanceError(CompactionError):
+    """A maintenance action (snapshot expiry, manifest rewrite, orphan removal) failed or was refused; nothing of
+    that action was committed or deleted. Not retryable as such: the next scheduled run plans afresh."""
+
+    exit_code = 11

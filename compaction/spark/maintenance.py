@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from compaction.core.errors import CompactionError
+from compaction.core.errors import MaintenanceError
 from compaction.core.maintenance import MaintenanceAction, MaintenancePlan
 from compaction.core.identifiers import quoted
 from compaction.spark.jvm import activate, jvm, load_table
@@ -37,12 +37,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "execute_plan", "list_files"]
-
-
-class MaintenanceError(CompactionError):
-    """A maintenance action failed or was refused (nothing of that action was committed or deleted)."""
-
-    exit_code = 11
 
 
 class OrphanSafetyError(MaintenanceError):
