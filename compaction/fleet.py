@@ -106,8 +106,33 @@ def sample_table(catalog: CatalogConfig, table_name: str, *, loaded: Any | None 
         except Exception as e:  # NoSuchTableError and the catalog database's own errors
             raise CatalogError(f"cannot load table {identity.dotted!r} from catalog {catalog.name!r}: {e}") from e
     state = table_state(table, identity)
-    return sample_state(state, metadata_location=getattr(table, "metadata_location", None), now=now,
-                        ledger=ledger), state
+    sample = sample_state(state, metadata_location=getattr(table, "metadata_location", None), now=now,
+                          ledger=ledger)
+    return dataclasses.replace(sample, **metadata_stats(table)), state
+
+
+def metadata_stats(table: Any) -> dict[str, int | None]:
+    """What the sample measures of the table's metadata, cheaply (issue 24): the snapshots of the loaded metadata,
+    the metadata file's size (one stat/HEAD) and the current snapshot's manifests with their bytes (its manifest
+    list, which the inspection has just read: pyiceberg caches it). A value that cannot be read is ``None``: the
+    sample is still recorded (health over time never fails on it)."""
+    out: dict[str, int | None] = {"snapshots": None, "metadata_file_bytes": None, "manifests": None,
+                                  "manifest_bytes": None}
+    metadata = getattr(table, "metadata", None)
+    if metadata is None:
+        return out
+    out["snapshots"] = len(metadata.snapshots)
+    location = getattr(table, "metadata_location", None)
+    try:
+        if location:
+            out["metadata_file_bytes"] = len(table.io.new_input(location))
+        current = table.current_snapshot()
+        manifests = current.manifests(table.io) if current is not None else []
+        out["manifests"] = len(manifests)
+        out["manifest_bytes"] = sum(int(m.manifest_length) for m in manifests)
+    except Exception as e:  # noqa: BLE001 - FileIO errors (OSError, botocore, ...): the sample goes without them
+        log.info("metadata size of %s not measured: %s: %s", location, type(e).__name__, e)
+    return out
 
 
 def record_sample(sample: HealthSample, source: str, *, ledger: Ledger | None = None,

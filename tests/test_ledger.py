@@ -64,7 +64,7 @@ T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 TABLE = TableIdentity("cat", ("db",), "events")
 TABLES = {"plans", "runs", "partition_outcomes", "conflicts", "health_samples", "maintenance_runs",
           "maintenance_actions", "write_leases"}
-HEAD = "0003"
+HEAD = "0004"
 
 
 def at(seconds: float) -> dt.datetime:

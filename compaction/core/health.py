@@ -108,10 +108,25 @@ class HealthSample:
     partitions_major: int = 0
     partitions_detail: tuple[PartitionHealth, ...] = field(default=(), compare=False)
     partitions_truncated: bool = False
+    #: Metadata size (issue 24; ``None`` where it was not read, e.g. samples recorded before it was): snapshots in
+    #: the metadata file, the metadata file's bytes, the current snapshot's manifests and their bytes. With
+    #: ``data_bytes + delete_bytes`` they make the bytes the current snapshot references.
+    snapshots: int | None = None
+    metadata_file_bytes: int | None = None
+    manifests: int | None = None
+    manifest_bytes: int | None = None
 
     @property
     def delete_files(self) -> int:
         return self.position_delete_files + self.equality_delete_files + self.deletion_vectors
+
+    @property
+    def referenced_bytes(self) -> int | None:
+        """Bytes the current snapshot references: data and delete files, its manifests and the metadata file
+        (``None`` when the manifests or the metadata file were not measured)."""
+        if self.manifest_bytes is None or self.metadata_file_bytes is None:
+            return None
+        return self.data_bytes + self.delete_bytes + self.manifest_bytes + self.metadata_file_bytes
 
     @property
     def delete_ratio(self) -> float:
@@ -131,6 +146,9 @@ class HealthSample:
             "partitions_major": self.partitions_major,
             "partitions_detail": [p.to_dict() for p in self.partitions_detail],
             "partitions_truncated": self.partitions_truncated,
+            "snapshots": self.snapshots, "metadata_file_bytes": self.metadata_file_bytes,
+            "manifests": self.manifests, "manifest_bytes": self.manifest_bytes,
+            "referenced_bytes": self.referenced_bytes,
         }
 
 

@@ -87,8 +87,14 @@ class HealthSampleRow(Base):
     partitions_truncated: Mapped[bool] = mapped_column(Boolean)
     #: Per-partition detail (JSON list, at most MAX_PARTITIONS_PER_SAMPLE entries); loaded only on request.
     partitions_json: Mapped[str | None] = mapped_column(Text)
+    # Metadata size (migration 0004): NULL in samples recorded before it, or where it could not be read.
+    snapshots: Mapped[int | None] = mapped_column(BigInteger)
+    metadata_file_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    manifests: Mapped[int | None] = mapped_column(BigInteger)
+    manifest_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
+_SAMPLE_METADATA = ("snapshots", "metadata_file_bytes", "manifests", "manifest_bytes")
 _SAMPLE_COUNTS = ("partitions", "data_files", "data_bytes", "data_records", "position_delete_files",
                   "equality_delete_files", "deletion_vectors", "delete_records", "delete_bytes", "fragment_files",
                   "partitions_minor", "partitions_major")
@@ -118,6 +124,7 @@ def _sample_record(row: HealthSampleRow, with_partitions: bool) -> HealthSampleR
         partitions_detail=detail, partitions_truncated=bool(row.partitions_truncated),
         id=row.id, recorded_at=row.recorded_at, source=row.source,
         **{name: int(getattr(row, name) or 0) for name in _SAMPLE_COUNTS},
+        **{name: None if getattr(row, name) is None else int(getattr(row, name)) for name in _SAMPLE_METADATA},
     )
 
 
@@ -149,6 +156,7 @@ class _HealthSamples(LedgerMixin):
                 decision_reason=self._clip(sample.decision_reason), partitions_truncated=sample.partitions_truncated,
                 partitions_json=json.dumps([p.to_dict() for p in sample.partitions_detail], ensure_ascii=False),
                 **{name: int(getattr(sample, name)) for name in _SAMPLE_COUNTS},
+                **{name: getattr(sample, name) for name in _SAMPLE_METADATA},
             )
             session.add(row)
             session.flush()
