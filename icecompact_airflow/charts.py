@@ -130,3 +130,84 @@ def history_chart(samples: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[s
                  f'{_e(t1.strftime("%Y-%m-%d %H:%M"))} UTC</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+#: The metadata panels of the table page (issue 24): (sample key, label, colour, bytes?).
+METADATA_PANELS = (("snapshots", "snapshots", "#2563eb", False),
+                   ("metadata_file_bytes", "metadata file", "#7c3aed", True),
+                   ("manifests", "manifests (current snapshot)", "#0891b2", False),
+                   ("referenced_bytes", "bytes referenced (data + deletes + manifests + metadata file)", "#15803d",
+                    True))
+
+
+def _size(n: float) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(n)
+
+
+def metadata_chart(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[Mapping[str, Any]], width: int = 860,
+                   now: _dt.datetime | None = None) -> str:
+    """Metadata over time, one small panel per :data:`METADATA_PANELS` entry (step lines from the samples that
+    measured it; older samples did not), with every maintenance run as a vertical marker whose tooltip says what
+    each action removed."""
+    measured = [s for s in samples if any(s.get(k) is not None for k, *_ in METADATA_PANELS)]
+    if not measured:
+        return '<p id="metadata-chart" class="muted">no metadata samples yet (every inspection records one)</p>'
+    left, right, panel_h, gap = 70, 16, 64, 26
+    height = 10 + len(METADATA_PANELS) * (panel_h + gap) + 20
+    plot_w = width - left - right
+    times = [_when(s["recorded_at"]) for s in measured]
+    marks = [(_when(m["started_at"]), m) for m in maintenance if m.get("started_at")]
+    t0 = min([*times, *(t for t, _ in marks)])
+    t1 = max([*times, *(t for t, _ in marks), *([now] if now else [])])
+    span = max((t1 - t0).total_seconds(), 1.0)
+
+    def x_of(at: _dt.datetime) -> float:
+        return round(left + (at - t0).total_seconds() / span * plot_w, 1)
+
+    parts = [f'<svg id="metadata-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="metadata over time" font-family="system-ui,sans-serif" font-size="11">']
+    y = 10
+    for key, label, colour, is_bytes in METADATA_PANELS:
+        points = [(at, float(s[key])) for at, s in zip(times, measured) if s.get(key) is not None]
+        top = max([1.0, *(v for _, v in points)])
+        fmt = _size if is_bytes else (lambda v: f"{v:.0f}")
+        latest = fmt(points[-1][1]) if points else "-"
+        parts.append(f'<text x="{left}" y="{y + 9}" fill="{colour}">{_e(label)}: {_e(latest)}</text>')
+        py = y + 13
+        parts.append(f'<rect x="{left}" y="{py}" width="{plot_w}" height="{panel_h - 13}" fill="#f9fafb" '
+                     f'stroke="#e5e7eb"/>')
+        parts.append(f'<text x="{left - 4}" y="{py + 10}" text-anchor="end" fill="#374151">{_e(fmt(top))}</text>'
+                     f'<text x="{left - 4}" y="{py + panel_h - 13}" text-anchor="end" fill="#374151">0</text>')
+        h = panel_h - 13
+        coords: list[tuple[float, float]] = []
+        for at, value in points:
+            px, pyv = x_of(at), round(py + h - value / top * h, 1)
+            if coords:
+                coords.append((px, coords[-1][1]))
+            coords.append((px, pyv))
+        if coords:
+            coords.append((x_of(t1), coords[-1][1]))
+            parts.append(f'<polyline class="series-{key}" fill="none" stroke="{colour}" stroke-width="2" '
+                         f'points="{" ".join(f"{a},{b}" for a, b in coords)}"/>')
+        y += panel_h + gap
+    bottom = y - gap + 4
+    for at, m in marks:
+        status = str(m.get("status") or "")
+        removed = "; ".join(f"{a.get('action')}: {a.get('status')}, {a.get('files_removed') or 0} file(s), "
+                            f"{_size(a['bytes_removed']) if a.get('bytes_removed') is not None else '?'}"
+                            for a in m.get("actions") or [])
+        x = x_of(at)
+        parts.append(f'<line class="maintenance-marker" x1="{x}" y1="10" x2="{x}" y2="{bottom}" '
+                     f'stroke="{RUN_COLOURS.get(status, "#6b7280")}" stroke-width="2" stroke-dasharray="5,3">'
+                     f'<title>maintenance {_e(str(m.get("run_id") or "")[:8])} {_e(status)}'
+                     f'{" (dry run)" if m.get("dry_run") else ""} at {_e(at.strftime("%Y-%m-%d %H:%M:%S"))} UTC'
+                     f'{": " + _e(removed) if removed else ""}</title></line>')
+    parts.append(f'<text x="{left}" y="{bottom + 14}" fill="#374151">{_e(t0.strftime("%Y-%m-%d %H:%M"))} UTC</text>'
+                 f'<text x="{left + plot_w}" y="{bottom + 14}" text-anchor="end" fill="#374151">'
+                 f'{_e(t1.strftime("%Y-%m-%d %H:%M"))} UTC</text></svg>')
+    return "".join(parts)

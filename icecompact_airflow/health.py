@@ -77,6 +77,19 @@ def table_history(ledger: Any, table_name: str, catalog: str | None = None, limi
     return {"table": table_name, "catalog": catalog, "runs": out}
 
 
+def maintenance_history(ledger: Any, table_name: str, catalog: str | None = None,
+                        limit: int = HISTORY_RUNS) -> list[dict[str, Any]]:
+    """The table's latest maintenance runs (``icecompact maintain``, the iceberg_maintenance DAG), newest first,
+    each with its actions and what they removed; the plan itself is left out (it is in ``/api/...`` of the CLI)."""
+    out = []
+    for run in ledger.maintenance_runs(table_name, catalog=catalog, limit=limit):
+        item = run.to_dict()
+        item.pop("plan", None)
+        item["actions"] = [a.to_dict() for a in ledger.maintenance_actions(run.run_id)]
+        out.append(item)
+    return out
+
+
 def run_detail(ledger: Any, run_id: str) -> dict[str, Any] | None:
     run = ledger.run(run_id)
     if run is None:
@@ -210,10 +223,45 @@ def _level_class(level: int) -> str:
     return "lvl-problem" if level >= 10 else _LEVEL_CLASS.get(level, "lvl-unknown")
 
 
+def render_maintenance(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[Mapping[str, Any]], base: str,
+                       table: str, q: str, now: Any = None) -> str:
+    """Metadata and maintenance: snapshots, metadata file size, manifests and bytes referenced over time (from the
+    health samples) with the maintenance runs marked, and what each run's actions removed."""
+    from icecompact_airflow.charts import metadata_chart
+
+    body = [f'<h2>Metadata and maintenance</h2><p class="muted">{len(maintenance)} maintenance run(s) &middot; '
+            f'<a href="{_e(base)}/api/tables/{_e(table)}/maintenance{_e(q)}">JSON</a></p>',
+            metadata_chart(samples, maintenance, now=now)]
+    if not maintenance:
+        body.append('<p id="maintenance-none" class="muted">no maintenance runs recorded (icecompact maintain, the '
+                    'iceberg_maintenance DAG)</p>')
+        return "".join(body)
+    body.append('<table id="maintenance"><tr><th>run</th><th>started (UTC)</th><th>status</th><th>action</th>'
+                '<th>action status</th><th>files removed</th><th>bytes removed</th><th>duration</th><th>reason</th>'
+                '</tr>')
+    for m in maintenance:
+        status = str(m.get("status")) + (" (dry run)" if m.get("dry_run") else "")
+        actions = m.get("actions") or [{}]
+        for i, a in enumerate(actions):
+            head = (f'<td>{_e(str(m.get("run_id") or "")[:8])}</td><td>{_e(str(m.get("started_at") or "")[:19])}</td>'
+                    f'<td class="{"bad" if m.get("status") in ("failed", "partial") else ""}">{_e(status)}</td>'
+                    if i == 0 else "<td></td><td></td><td></td>")
+            removed = a.get("bytes_removed")
+            body.append(
+                f'<tr class="maintenance-action">{head}<td>{_e(a.get("action", "-"))}</td>'
+                f'<td class="{"bad" if a.get("status") in ("failed", "refused") else ""}">{_e(a.get("status", ""))}'
+                f'</td><td class="n">{_e(a.get("files_removed", ""))}</td>'
+                f'<td class="n">{_bytes(int(removed)) if removed is not None else ("?" if a else "")}</td>'
+                f'<td class="n">{_duration(a.get("duration_ms")) if a.get("duration_ms") is not None else ""}</td>'
+                f'<td class="reason">{_e(a.get("reason") or "")}</td></tr>')
+    body.append("</table>")
+    return "".join(body)
+
+
 def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], base: str, *,
                       samples: Sequence[Mapping[str, Any]] = (), pending: Sequence[Mapping[str, Any]] = (),
                       form_token: str = "", flash: tuple[str, str] | None = None,
-                      now: Any = None) -> str:
+                      now: Any = None, maintenance: Sequence[Mapping[str, Any]] = ()) -> str:
     """The table page: health now and the planner's decision, health over time with runs marked, "compact now",
     per-partition health, run history (ledger runs, and DAG runs for this table not yet in the ledger)."""
     from urllib.parse import quote
@@ -247,6 +295,7 @@ def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], bas
     body.append(f'<h2>Health over time</h2><p class="muted">{len(samples)} sample(s) &middot; '
                 f'<a href="{_e(base)}/api/tables/{_e(table)}/samples{_e(q)}">JSON</a></p>')
     body.append(history_chart(samples, history["runs"], now=now))
+    body.append(render_maintenance(samples, maintenance, base, table, q, now=now))
     body.append(
         f'<h2>Compact now</h2><form class="compact" id="compact-now" method="post" '
         f'action="{_e(base)}/tables/{_e(table)}/compact{_e(q)}">'

@@ -10,7 +10,10 @@ and delete files over time, sortable, most urgent first), ``/tables/{table}`` (h
 "compact now", partition health, run history with before/after per partition). ``POST /tables/{table}/compact``
 starts a run of the DAG for the table through Airflow's REST API as the logged-in user
 (:mod:`icecompact_airflow.airflow_api`): Airflow's permissions decide. JSON: ``/api/overview``, ``/api/tables``,
-``/api/tables/{table}/health``, ``/api/tables/{table}/samples``, ``/api/tables/{table}/runs``, ``/api/runs/{run_id}``.
+``/api/tables/{table}/health``, ``/api/tables/{table}/samples``, ``/api/tables/{table}/runs``,
+``/api/tables/{table}/maintenance`` (maintenance runs with what each action removed), ``/api/runs/{run_id}``.
+The table page also shows the metadata over time (snapshots, metadata file, manifests, bytes referenced; from
+the health samples) with the maintenance runs marked, and what maintenance removed.
 ``?catalog=NAME`` selects a catalog (default: the DAG's default resolution).
 
 Every page reads metadata and the ledger only (never data files); every inspection records a health sample.
@@ -126,7 +129,7 @@ def _table_page(request: Request, table: str, catalog: str | None, flash: tuple[
     import datetime as _dt
 
     from icecompact_airflow import airflow_api
-    from icecompact_airflow.health import render_table_page, table_history
+    from icecompact_airflow.health import maintenance_history, render_table_page, table_history
 
     cat = _catalog(catalog)
     name = _table(table, cat)
@@ -135,13 +138,14 @@ def _table_page(request: Request, table: str, catalog: str | None, flash: tuple[
     with _ledger() as ledger:
         history = table_history(ledger, name, cat.name)
         samples = [s.to_dict() for s in ledger.health_samples(name, catalog=cat.name, limit=500)]
+        maintenance = maintenance_history(ledger, name, cat.name)
     known = {r["airflow_run_id"] for r in history["runs"] if r.get("airflow_run_id")}
     dag_runs = airflow_api.dag_runs(airflow_api.api_base(str(request.url)), token)
     pending = [r for r in airflow_api.runs_for_table(dag_runs, name, cat.name, _default_catalog_name())
                if r.get("dag_run_id") not in known]
     page = render_table_page(health, history, _base(request), samples=samples, pending=pending,
                              form_token=airflow_api.form_token(token), flash=flash,
-                             now=_dt.datetime.now(_dt.timezone.utc))
+                             now=_dt.datetime.now(_dt.timezone.utc), maintenance=maintenance)
     return HTMLResponse(page, status_code=status_code)
 
 
@@ -260,6 +264,16 @@ def create_app() -> FastAPI:
         cat = _catalog(catalog)
         with _ledger() as ledger:
             return table_history(ledger, _table(table, cat), cat.name, limit=max(1, min(limit, 500)))
+
+    @app.get("/api/tables/{table}/maintenance")
+    def api_maintenance(table: str, catalog: str | None = None, limit: int = 20) -> dict[str, Any]:
+        from icecompact_airflow.health import maintenance_history
+
+        cat = _catalog(catalog)
+        name = _table(table, cat)
+        with _ledger() as ledger:
+            runs = maintenance_history(ledger, name, cat.name, limit=max(1, min(limit, 500)))
+        return {"table": name, "catalog": cat.name, "maintenance": runs}
 
     @app.get("/api/runs/{run_id}")
     def api_run(run_id: str) -> dict[str, Any]:

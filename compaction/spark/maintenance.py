@@ -92,6 +92,7 @@ def _jmap(spark: SparkSession, pairs: tuple[tuple[str, str], ...]) -> Any:
 
 def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionResult:
     assert plan.expire_older_than_ms is not None
+    started = time.monotonic()
     table.refresh()
     # Enforce the in-flight protection on the table as it is now: Iceberg's own RemoveSnapshots, applied without a
     # commit, names exactly what the action will remove.
@@ -102,11 +103,19 @@ def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionRes
         return ActionResult(MaintenanceAction.EXPIRE_SNAPSHOTS, "refused", detail={"at_risk": at_risk},
                             error=f"expiry would remove snapshot(s) {at_risk[:5]} in-flight work needs")
     location = _qualified(spark, plan.location)
+    # Where the time goes (bench/expire_scale.py): the check above, the listings, Iceberg's action.
+    timings = {"check_s": time.monotonic() - started}
+    t = time.monotonic()
     before = _sizes(spark, location)
+    timings["listing_before_s"] = time.monotonic() - t
+    t = time.monotonic()
     actions = jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     result = actions.expireSnapshots(table).expireOlderThan(plan.expire_older_than_ms) \
         .retainLast(plan.retain_last).execute()
+    timings["action_s"] = time.monotonic() - t
+    t = time.monotonic()
     after = _sizes(spark, location)
+    timings["listing_after_s"] = time.monotonic() - t
     gone = set(before) - set(after)
     detail = {
         "snapshots_expired": len(would_remove),
@@ -118,6 +127,7 @@ def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionRes
         "statistics_files": int(result.deletedStatisticsFilesCount()),
     }
     files = sum(v for k, v in detail.items() if k != "snapshots_expired")
+    detail["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
     return ActionResult(MaintenanceAction.EXPIRE_SNAPSHOTS, "succeeded", files_removed=files,
                         bytes_removed=sum(before[p] for p in gone), detail=detail)
 
