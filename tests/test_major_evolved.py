@@ -189,3 +189,40 @@ def test_dangling_cleanup_judges_a_global_equality_delete_against_every_partitio
 
 def spark_rows_of_ids(spark, table: str) -> set[int]:  # type: ignore[no-untyped-def]
     return {int(r[0]) for r in spark.sql(f"SELECT id FROM {table}").collect()}
+
+
+def test_major_of_an_evolved_table_rewrites_every_file_once(spark, sqlite_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                            monkeypatch) -> None:
+    """The unpartitioned spec's MAJOR rewrites with the filter alwaysTrue, i.e. every file of the table a delete
+    applies to and every small file, of every spec. Run on its own before the current spec's partitions, their files
+    were rewritten again by their own MAJOR ("changed since planning, re-evaluated"). Now the plan keeps the
+    overlapping partitions in one job group and the job rewrites them in one action: a count, never a timing."""
+    monkeypatch.setitem(workload.EVOLUTIONS, "unpartitioned", UNPARTITIONED_TO_REGION)  # type: ignore[index]
+    spec = WorkloadSpec(seed=287, format_version=2, partitioning="unpartitioned", evolve_spec=True,
+                        global_eq_deletes=True, commits=4, rows_per_commit=40, days_span=2)
+    wl = generate(spark, sqlite_catalog, "ev.once", spec)
+    pyiceberg_catalog = sqlite_catalog.load()
+    before_table = pyiceberg_catalog.load_table(wl.identifier)
+    before = read_table(before_table)
+    base_snapshots = {s.snapshot_id for s in before_table.metadata.snapshots}
+    sizes = sorted(f.file_size_in_bytes for f in before.data_files)
+    median = sizes[len(sizes) // 2]
+
+    the_plan, outcomes = _compact(spark, sqlite_catalog, "ev.once", {"major_full_rewrite": True,
+                                                                     "target_file_size_bytes": 8 * median,
+                                                                     "min_file_size_bytes": median})
+    keys = {t.partition for t in the_plan.tasks}
+    assert any(k.is_unpartitioned for k in keys) and len({k.spec_id for k in keys}) == 2
+    assert len(the_plan.groups) == 1
+    assert not [p.label for p in outcomes if "changed since planning" in p.reason]
+
+    table = pyiceberg_catalog.load_table(wl.identifier)
+    after = read_table(table)
+    assert after.rows == before.rows
+    _assert_no_delete_applies(after)
+    ours = [s for s in table.metadata.snapshots if s.snapshot_id not in base_snapshots]
+    removed = sum(int(s.summary.additional_properties.get("deleted-data-files", 0)) if s.summary else 0 for s in ours)
+    originals = {f.path for f in before.data_files} - {f.path for f in after.data_files}
+    assert originals and removed == len(originals), "a file written by the run was rewritten again by it"
+    assert sum(p.rewritten_data_files for p in outcomes) == len(originals), "each file counted in its own partition"
+    assert len([s for s in ours if s.summary and s.summary.operation.value == "replace"]) <= 2  # rewrite + cleanup

@@ -66,7 +66,9 @@ Task planning (:func:`plan_tasks`, after the seed design of Amoro/Arctic)
   delete bytes. MINOR partitions are never split.
 * Group: all pieces of one partition always stay in one group (they share the delete files, and the partition
   can be committed - and its deletes dropped - only once every piece is written), so no file path appears in two
-  groups. Partitions are placed largest first (cost desc, then sort key). With ``k = min(parallelism *
+  groups. On a table whose spec evolved, partitions of different specs whose files overlap (Iceberg projects a
+  partition filter onto every spec: the unpartitioned spec's partition overlaps every partition) are packed as one
+  unit, so that one job group rewrites their files once (see :func:`_merge_overlapping`). Partitions are placed largest first (cost desc, then sort key). With ``k = min(parallelism *
   parallel_multiple, #partitions)`` and capacity ``C = max(largest partition cost, ceil(total cost / k))`` (a
   lower bound of the best achievable largest-group cost), a partition joins the lightest already-open group that
   stays <= C (this keeps a table's partitions together in as few groups as balance allows); if none fits it opens
@@ -747,14 +749,72 @@ def _pack(units: Sequence[_Unit], max_groups: int) -> tuple[JobGroup, ...]:
     return tuple(groups)
 
 
+def _field_signature(key: PartitionKey) -> dict[tuple[str, str], object]:
+    """The partition values of ``key`` by (source column, transform); void fields constrain nothing."""
+    return {(f.source_column, f.transform): f.value for f in key.fields if f.transform != "void"}
+
+
+def _merge_overlapping(units: Sequence[_Unit]) -> list[_Unit]:
+    """Units whose partitions' files overlap become one unit (so one job group, and one rewrite in the job).
+
+    Iceberg projects a partition's filter onto every spec (``Projections.inclusive``, spec "Scan Planning"), so a
+    rewrite filtered on a partition of one spec also selects the files of another spec whose partition satisfies the
+    projection: the unpartitioned spec's partition (filter ``alwaysTrue``) selects every file of the table, spec 0's
+    ``day=1`` every file of spec 1's ``day=1/region=*``, and each of those selects spec 0's ``day=1`` files. Planned
+    in separate units (or groups), the same files were rewritten by one and then again by the other ("changed since
+    planning, re-evaluated"). Two partitions of different specs are disjoint only when a field both specs have (same
+    source column and transform) holds different values in them; otherwise (no shared field, or equal values) they
+    overlap. Partitions of one spec never overlap. Single-spec plans are returned as given."""
+    if len({u[0].spec_id for u in units}) < 2:
+        return list(units)
+    parent = list(range(len(units)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        ri, rj = find(i), find(j)
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
+
+    signatures = [_field_signature(u[0]) for u in units]
+    by_spec: dict[int, list[int]] = {}
+    for i, u in enumerate(units):
+        by_spec.setdefault(u[0].spec_id, []).append(i)
+    specs = sorted(by_spec)
+    for a_pos, a in enumerate(specs):
+        for b in specs[a_pos + 1:]:
+            common = sorted(set(signatures[by_spec[a][0]]) & set(signatures[by_spec[b][0]]))
+            buckets: dict[tuple[object, ...], list[int]] = {}
+            for i in by_spec[a] + by_spec[b]:
+                buckets.setdefault(tuple(repr(signatures[i][c]) for c in common), []).append(i)
+            for members in buckets.values():
+                sides = {units[i][0].spec_id for i in members}
+                if len(sides) == 2:  # partitions of both specs with the same shared values: all one unit
+                    for i in members[1:]:
+                        union(members[0], i)
+    merged: dict[int, list[int]] = {}
+    for i in range(len(units)):
+        merged.setdefault(find(i), []).append(i)
+    out: list[_Unit] = []
+    for members in merged.values():
+        ordered = sorted(members, key=lambda i: units[i][2])
+        first = units[ordered[0]]
+        out.append((first[0], [t for i in ordered for t in units[i][1]], first[2]))
+    return out
+
+
 def _plan_candidates(cands: Sequence[_Candidate], policy: CompactionPolicy) -> TaskPlan:
     taken, deferred = _select(cands, policy)
     total = sum(c.cost for c in taken)
     average = total / policy.max_groups
-    units = [
+    units = _merge_overlapping([
         (c.key, _tasks_for(c, average, policy), c.analysis.order_key)
         for c in sorted(taken, key=lambda c: c.analysis.order_key)
-    ]
+    ])
     # Fewer groups for small runs: each group is a spark-submit with a large fixed cost.
     wanted = max(1, -(-total // policy.min_job_group_bytes))
     return TaskPlan(_pack(units, min(policy.max_groups, wanted)), tuple(deferred))

@@ -772,9 +772,19 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     settled: dict[Any, PartitionResult] = {}
     if selective is None:
         majors = [t for t in tasks if t.kind is CompactionKind.MAJOR and t.full_rewrite]
+        if any(t.partition.is_unpartitioned for t in majors):
+            # A full MAJOR of an unpartitioned spec's partition rewrites with the filter alwaysTrue, so every file of
+            # the table a delete applies to, and every small file, whatever its spec (Iceberg projects the filter
+            # onto every spec; the files of older specs are rewritten into the current one): it does the file
+            # rewrite of every other MAJOR of the table too. Run as one action with them (the planner keeps every
+            # overlapping partition in this group), instead of rewriting their files once here and again in
+            # their own, later, rewrite.
+            majors = [t for t in tasks if t.kind is CompactionKind.MAJOR]
     else:
         majors = [t for t in tasks if _selective(t) and t.kind.value == selective]
-    if len(majors) < 2 or any(t.partition.is_unpartitioned for t in majors):
+        if any(t.partition.is_unpartitioned for t in majors):
+            return settled, {}
+    if len(majors) < 2:
         return settled, {}
     started, ref = time.monotonic(), quoted(plan.table)
     try:
@@ -805,6 +815,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                     f"{deletes} delete files")
     expression = _any_of(spark, [e for _, e, _, _ in active])
     tag = new_tag()
+    action_started = time.monotonic()
     try:
         rewritten, added, _ = rewrite_partition(
             spark, table, expression, plan_id=plan.plan_id, tag=tag,
@@ -816,6 +827,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             if sid is None:
                 raise CommitConflictError("rewrite committed but its snapshot was not found on main")
             commits.append(sid)
+        _emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
+                        f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:
         err = classify_java_error(e, f"MAJOR of {len(active)} partitions")
         _emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
@@ -831,9 +844,11 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         table.refresh()
         last = commits[-1] if commits else base_id
         _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
+        keys = PartitionKeys(spark)
         for task, part_expression, before, result in active:
             after = scan_partition(spark, table, part_expression, last, with_applied=True)
-            _group_outcome(result, before, after, commits, own_counts(spark, table, after, task.partition))
+            own = None if _single_spec(table) else functools.partial(_is_own, keys, table, task.partition)
+            _group_outcome(result, before, after, commits, own_counts(spark, table, after, task.partition, keys), own)
             _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
                       base_seq if selective is None else None, part_expression, result, after_files=after,
                       fingerprints=fingerprints, group=group, own_rows=True)
@@ -843,7 +858,11 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     while True:
         fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
         try:
+            settle_started = time.monotonic()
             settle(fingerprints)
+            _emit(progress, f"icecompact: {what} {len(active)} partitions: "
+                            f"{'' if selective else 'dangling-delete cleanup and '}validation ({level.value}) in "
+                            f"{time.monotonic() - settle_started:.1f} s")
             if unavailable_since is not None:
                 for *_, result in active:
                     note = "the catalog was unavailable after the commit; validated once it answered"
@@ -981,16 +1000,26 @@ def _settle_group(settled: dict[Any, PartitionResult], done: list[tuple[Any, Par
 
 
 def _group_outcome(result: PartitionResult, before: Any, after: Any, commits: list[int],
-                   after_counts: dict[str, int]) -> None:
+                   after_counts: dict[str, int], own: Callable[[Any], bool] | None = None) -> None:
     """A partition's share of the group's commits, from its files before and after (``after_counts``: its own
-    files after, see :func:`own_counts`)."""
-    before_deletes, after_deletes = set(before.deletes), set(after.deletes)
-    result.rewritten_data_files = len(set(before.data) - set(after.data))
-    result.added_data_files = len(set(after.data) - set(before.data))
+    files after, see :func:`own_counts`). ``own(file)``: whether a file is the partition's own (its spec and
+    partition); a multi-spec scan also selects other specs' files (see :func:`own_counts`), which are counted in
+    their own partition only, so that the partitions' file counts add up to what the commits did."""
+    def mine(files: dict[Any, Any]) -> set[Any]:
+        return {ref for ref, f in files.items() if own is None or own(f)}
+
+    before_data, after_data = mine(before.data), mine(after.data)
+    before_deletes, after_deletes = mine(before.deletes), mine(after.deletes)
+    result.rewritten_data_files = len(before_data - after_data)
+    result.added_data_files = len(after_data - before_data)
     result.removed_delete_files = len(before_deletes - after_deletes)
     result.after = after_counts
     changed = result.rewritten_data_files or result.added_data_files or result.removed_delete_files
     result.commit_snapshot_ids = list(commits) if changed else []
+
+
+def _is_own(keys: PartitionKeys, table: Any, key: PartitionKey, f: Any) -> bool:
+    return bool(keys.key_of(table, f) == key)
 
 
 def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],

@@ -713,3 +713,44 @@ def test_minor_interval_uses_the_last_minor_time() -> None:
     # nothing to merge: the interval alone does not trigger
     lone = part(key(), [data("f0", size=10), data("seg", size=900)])
     assert plan(table(lone), pol, "auto", NOW).decisions[0].kind is NONE
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evolved specs: overlapping partitions of different specs are planned in one job group (issue 28)
+
+
+def day_key(day: int, spec: int = 2, region: str | None = None) -> PartitionKey:
+    fields = [PartitionFieldValue("ts_day", "day", "ts", day)]
+    if region is not None:
+        fields.append(PartitionFieldValue("region", "identity", "region", region))
+    return PartitionKey(spec, tuple(fields))
+
+
+def _groups_of(pl: CompactionPlan) -> dict[PartitionKey, int]:
+    return {t.partition: g.group_id for g in pl.groups for t in g.tasks}
+
+
+def test_unpartitioned_spec_partition_is_planned_with_every_partition_it_overlaps() -> None:
+    """A rewrite filtered on the unpartitioned spec's partition (alwaysTrue) selects every file of the table: planned
+    in another group than the current spec's partitions, their files were rewritten twice."""
+    unpartitioned = PartitionKey(0, ())
+    parts = [part(unpartitioned, [data(f"u{i}", 400) for i in range(3)])]
+    parts += [part(day_key(d), [data(f"d{d}-{i}", 400) for i in range(3)]) for d in range(6)]
+    spread = dataclasses.replace(POL, parallelism=3, parallel_multiple=2)
+    single_spec = plan(table(*parts[1:]), spread, "major", NOW)
+    assert len(single_spec.groups) > 1, "the current spec's partitions alone are spread over several groups"
+    pl = plan(table(*parts), spread, "major", NOW)
+    assert set(_groups_of(pl).values()) == {0} and len(_groups_of(pl)) == 7
+
+
+def test_partitions_of_two_specs_overlap_only_where_their_shared_fields_agree() -> None:
+    """``days(ts)`` -> ``days(ts), region``: spec 1's day=1 overlaps spec 2's day=1/region=*, never day=2."""
+    parts = [part(day_key(d, spec=1), [data(f"a{d}-{i}", 400) for i in range(3)]) for d in (1, 2)]
+    parts += [part(day_key(d, spec=2, region=r), [data(f"b{d}{r}-{i}", 400) for i in range(3)])
+              for d in (1, 2) for r in ("EU", "US")]
+    pl = plan(table(*parts), dataclasses.replace(POL, parallelism=4, parallel_multiple=2), "major", NOW)
+    groups = _groups_of(pl)
+    assert len(groups) == 6
+    for d in (1, 2):
+        assert groups[day_key(d, spec=1)] == groups[day_key(d, 2, "EU")] == groups[day_key(d, 2, "US")]
+    assert groups[day_key(1, spec=1)] != groups[day_key(2, spec=1)]
