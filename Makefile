@@ -51,6 +51,13 @@ bench-scale: install
 bench-scale-s3: install
 	$(PY) bench/scale.py --sizes $${SIZES:-s,m} --storage local,s3 --repeat $${REPEAT:-3} --format-version $${FORMAT:-2}
 
+# An evolved table (unpartitioned, then days(ts) half-way; global equality deletes) against a single-spec table with
+# the same data and deletes, and Iceberg's CALLs on it, side by side at the bulk size s (issue 28; ours through
+# spark-submit; bench/results/evolved.*; ~15 min on 2 cores). SIZE=xs MODES=major for a quick look.
+.PHONY: bench-evolved
+bench-evolved: install
+	$(PY) bench/evolved.py --size $${SIZE:-s} --modes $${MODES:-major,auto}
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
 
