@@ -782,8 +782,14 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             majors = [t for t in tasks if t.kind is CompactionKind.MAJOR]
     else:
         majors = [t for t in tasks if _selective(t) and t.kind.value == selective]
-        if any(t.partition.is_unpartitioned for t in majors):
-            return settled, {}
+        if any(_selective(t) and t.partition.is_unpartitioned for t in tasks):
+            # The unpartitioned spec's file rewrite (filter alwaysTrue) picks the small files of every partition of
+            # every spec: one pass, with the widest selection any selective task of the group asks for, does every
+            # selective task's file rewrite once (a narrower pass first left files the wider one rewrote again).
+            widest = "major" if any(_selective(t) and t.kind is CompactionKind.MAJOR for t in tasks) else "minor"
+            if selective != widest:
+                return settled, {}
+            majors = [t for t in tasks if _selective(t)]
     if len(majors) < 2:
         return settled, {}
     started, ref = time.monotonic(), quoted(plan.table)
@@ -1117,8 +1123,9 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
             settled.update(done)
             conflicts.update(seen)
             for kind in ("minor", "major"):
-                done, seen = _run_major_group(spark, plan, tasks, level=level, progress=progress, group=group,
-                                              selective=kind)
+                # Not the tasks the full rewrite settled (an unpartitioned spec's full MAJOR covers every MAJOR).
+                done, seen = _run_major_group(spark, plan, [t for t in tasks if t.partition not in settled],
+                                              level=level, progress=progress, group=group, selective=kind)
                 for key, part in done.items():
                     (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
                 conflicts.update(seen)
