@@ -39,7 +39,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from functools import reduce
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
 from compaction.core.model import DeleteContent, PartitionKey
@@ -284,14 +284,20 @@ def _check_formats(files: Iterable[Any], what: str) -> None:
             raise UnsupportedTableError(f"{what} {f.location()} is {fmt}: MINOR reads Parquet delete files only")
 
 
+def _table_metadata(spark: Any, table: Any) -> dict[str, Any]:
+    """The table's current metadata as JSON (schemas with their field ids and types, specs, properties)."""
+    import json
+
+    return dict(json.loads(str(J.jvm(spark).org.apache.iceberg.TableMetadataParser.toJson(
+        table.operations().current()))))
+
+
 def raw_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[int]) -> str | None:
     """Why the data files' equality columns cannot be read as plain Parquet by field id (then Iceberg's reader is
     used), or None. Plain Parquet gives the values Iceberg would only when every targeted data file is Parquet,
     the table has no name mapping (files without field ids), no equality column is an identity-partition source
     (Iceberg's reader takes those from the partition tuple, imported files may lack the column), none ever had
     another type (promotion) and none has an ``initial-default`` (v3: Iceberg fills it for older files)."""
-    import json
-
     if not spark_can_read(spark, table, work.eq_targets):
         # S3FileIO tables (REST catalogs on S3): Spark's file sources have no file system or credentials for them.
         return "data files on storage Spark's file sources cannot open (read through the table's FileIO)"
@@ -299,7 +305,7 @@ def raw_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[in
     formats = {str(work.described[p].get("file-format", "")).upper() for p in work.eq_targets}
     if formats - {"PARQUET"}:
         return f"data files in {sorted(formats - {'PARQUET'})} format"
-    metadata = json.loads(str(J.jvm(spark).org.apache.iceberg.TableMetadataParser.toJson(table.operations().current())))
+    metadata = _table_metadata(spark, table)
     if "schema.name-mapping.default" in (metadata.get("properties") or {}):
         return "the table has a name mapping"
     ids = {int(i) for i in field_ids}
@@ -307,18 +313,33 @@ def raw_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[in
         for f in spec.get("fields", []):
             if f.get("transform") == "identity" and int(f.get("source-id", -1)) in ids:
                 return f"equality column {f.get('source-id')} is an identity partition source"
+    for schema in metadata.get("schemas", []):
+        for f in schema.get("fields", []):
+            if int(f.get("id", -1)) in ids and f.get("initial-default") is not None:
+                return f"equality column {f.get('id')} has an initial default"
+    promoted = _promoted_field_ids(metadata, ids)
+    if promoted:
+        return f"equality column {min(promoted)} changed type"
+    return None
+
+
+def _promoted_field_ids(metadata: Mapping[str, Any], field_ids: Iterable[int]) -> set[int]:
+    """The top-level fields among ``field_ids`` whose type differs between the table's schemas: a promotion
+    (int -> long, float -> double, decimal(P,S) -> decimal(P',S)), so files written before it hold the narrower
+    physical type. Iceberg's readers widen on read; Spark 3.5's plain Parquet reader cannot (an int32 column read
+    as bigint fails in dictionary decoding)."""
+    import json
+
+    ids = {int(i) for i in field_ids}
     seen: dict[int, str] = {}
+    promoted: set[int] = set()
     for schema in metadata.get("schemas", []):
         for f in schema.get("fields", []):
             fid = int(f.get("id", -1))
-            if fid not in ids:
-                continue
-            if f.get("initial-default") is not None:
-                return f"equality column {fid} has an initial default"
-            kind = json.dumps(f.get("type"), sort_keys=True)
-            if seen.setdefault(fid, kind) != kind:
-                return f"equality column {fid} changed type"
-    return None
+            if fid in ids and seen.setdefault(fid, json.dumps(f.get("type"), sort_keys=True)) != json.dumps(
+                    f.get("type"), sort_keys=True):
+                promoted.add(fid)
+    return promoted
 
 
 def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: int, row_filter: Any,
@@ -381,11 +402,19 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     keep = [F.col("r.__t").alias("__t"), F.col("r.__pos").alias("pos")]
     if blocker is not None:
         keep.append(F.col("r.__deleted"))
+    promoted = _promoted_field_ids(_table_metadata(spark, table), [fid for fid, _ in all_columns])
     for cols, group in by_columns.items():
         schema = StructType([
             StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid}) for fid, _ in cols
         ])
-        deletes = read_tagged_parquet(spark, schema, [(ref[0], index[ref]) for ref in group], table=table).alias("d")
+        files = [(ref[0], index[ref]) for ref in group]
+        if promoted & {fid for fid, _ in cols}:
+            # Delete files written before a type promotion hold the narrower type, which Spark's Parquet reader
+            # cannot widen: pyarrow decodes each file at its own type and Spark widens the values (equality values
+            # compare by value, so a widened key matches as Iceberg's reader would match it).
+            deletes = read_parquet_through_file_io(spark, table, schema, files, tag_column="__d").alias("d")
+        else:
+            deletes = read_tagged_parquet(spark, schema, files, table=table).alias("d")
         condition = None
         for fid, _ in cols:
             equal = F.col(f"r.c{fid}").eqNullSafe(F.col(f"d.c{fid}"))
