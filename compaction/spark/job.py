@@ -23,7 +23,7 @@ from compaction.core.errors import (
     UnsupportedTableError,
 )
 from compaction.core.identifiers import quoted
-from compaction.core.model import PartitionKey
+from compaction.core.model import DeleteContent, PartitionKey
 from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask, partition_key_to_dict
 from compaction.core.planner import evaluate_partition
 from compaction.spark import jvm as J
@@ -38,7 +38,13 @@ from compaction.spark.major import (
     selection_for,
     sleep_backoff,
 )
-from compaction.spark.partition_files import PartitionFiles, PartitionKeys, scan_partition, touched_partitions
+from compaction.spark.partition_files import (
+    PartitionFiles,
+    PartitionKeys,
+    delete_kind,
+    scan_partition,
+    touched_partitions,
+)
 from compaction.spark.validation import (
     FingerprintCache,
     ValidationLevel,
@@ -404,6 +410,19 @@ def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, b
     present = set(before.data) | {path for path, _ in before.deletes}
     if base_id == plan.base_snapshot_id or planned_files <= present:
         return False
+    if table is not None and not _single_spec(table):
+        # Its own files only (see own_counts): the scan also selected other specs' files (all of them for an
+        # unpartitioned spec's partition), which their own partitions compact; judged here too, they re-planned a
+        # partition whose files were all rewritten ("8 small files" that were the current spec's new files).
+        keys = PartitionKeys(spark)
+        own = PartitionFiles(before.snapshot_id, has_applied=False)
+        own.data = {path: f for path, f in before.data.items() if keys.key_of(table, f) == task.partition}
+        own.data_sequence = {path: before.data_sequence[path] for path in own.data}
+        # Global equality deletes (written unpartitioned) still apply to its older files (Iceberg spec, "Scan
+        # Planning"): they stay in its state, as the planner counts them.
+        own.deletes = {ref: d for ref, d in before.deletes.items() if keys.key_of(table, d) == task.partition
+                       or (delete_kind(d) is DeleteContent.EQUALITY and keys.key_of(table, d).is_unpartitioned)}
+        before = own
     decision = evaluate_partition(before.to_state(task.partition, spark), plan.policy, plan.mode, plan.format_version)
     if decision.kind is CompactionKind.NONE:
         result.status, result.reason = SKIPPED, f"changed since planning: {decision.reason}"
