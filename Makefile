@@ -85,3 +85,10 @@ bench-streaming: install
 .PHONY: bench-soak
 bench-soak: install
 	$(PY) bench/soak.py --minutes $${MINUTES:-15} --size $${SIZE:-s} --formats $${FORMATS:-2,3}
+
+# Maintenance soak (issue 24): writer + compaction + maintenance every minute (snapshot retention 5 min), 30 min
+# per format (v2, v3) on PostgreSQL: plateau of snapshots / metadata bytes / manifests, storage <= 2x live bytes,
+# 0 rows lost, retained snapshots re-read (bench/results/maintenance_soak.*). MINUTES=4 RETENTION=60 for a look.
+.PHONY: bench-maintenance-soak
+bench-maintenance-soak: install
+	$(PY) bench/soak.py --maintenance --minutes $${MINUTES:-30} --formats $${FORMATS:-2,3} --retention-s $${RETENTION:-300}

@@ -112,8 +112,16 @@ def main() -> int:
     ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
     ap.add_argument("--from-json", default=None,
                     help="no new run: evaluate the goals again on a stored soak.json and rewrite .txt and .png")
+    ap.add_argument("--maintenance", action="store_true",
+                    help="the maintenance soak instead (issue 24; compaction.testing.maintenance_soak): writer + "
+                         "compaction + maintenance, results bench/results/maintenance_soak.*")
+    ap.add_argument("--retention-s", type=float, default=300.0, help="--maintenance: snapshot retention")
+    ap.add_argument("--maintain-every-s", type=float, default=60.0, help="--maintenance: maintenance interval")
+    ap.add_argument("--compact-every-s", type=float, default=60.0, help="--maintenance: compaction interval")
     args = ap.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if args.maintenance:
+        return maintenance_main(args)
 
     from compaction.testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak
 
@@ -155,6 +163,36 @@ def main() -> int:
         finally:
             spark.stop()
     write_results(Path(args.out), lines, reports)
+    return 0 if all_met else 1
+
+
+def maintenance_main(args: argparse.Namespace) -> int:
+    """``--maintenance``: one maintenance soak per format; goals printed, figures and chart written."""
+    from compaction.testing.maintenance_soak import MaintenanceSoakConfig, chart as m_chart, evaluate as m_evaluate
+    from compaction.testing.maintenance_soak import render as m_render, run_maintenance_soak
+
+    out = Path(args.out if args.out != str(RESULTS / "soak") else RESULTS / "maintenance_soak")
+    workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-msoak-"))
+    texts, data, all_met = [], {}, True
+    for version in (int(v) for v in args.formats.split(",")):
+        config = MaintenanceSoakConfig(duration_s=args.minutes * 60, format_version=version,
+                                       retention_s=args.retention_s, orphan_age_s=2 * args.retention_s,
+                                       maintain_interval_s=args.maintain_every_s,
+                                       compact_interval_s=args.compact_every_s)
+        t0 = time.time()
+        report = run_maintenance_soak(config, workroot / f"v{version}")
+        goals = m_evaluate(report)
+        all_met &= all(g["met"] for g in goals.values())
+        text = m_render(report, goals) + f"  wall {(time.time() - t0) / 60:.1f} min, work folder {workroot}\n"
+        print(text, flush=True)
+        texts.append(text)
+        data[str(version)] = {**report.to_json(), "goals": goals}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # One chart per format; the first format's is the main one (maintenance_soak.png).
+        m_chart(report, out.with_suffix(".png") if len(data) == 1 else out.with_name(f"{out.name}_v{version}.png"))
+        out.with_suffix(".txt").write_text("\n".join(texts))
+        out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str))
+    print(f"wrote {out}.txt, .json, .png", flush=True)
     return 0 if all_met else 1
 
 

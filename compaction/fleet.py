@@ -108,7 +108,9 @@ def sample_table(catalog: CatalogConfig, table_name: str, *, loaded: Any | None 
     state = table_state(table, identity)
     sample = sample_state(state, metadata_location=getattr(table, "metadata_location", None), now=now,
                           ledger=ledger)
-    return dataclasses.replace(sample, **metadata_stats(table)), state
+    m = metadata_stats(table)
+    return dataclasses.replace(sample, snapshots=m["snapshots"], metadata_file_bytes=m["metadata_file_bytes"],
+                               manifests=m["manifests"], manifest_bytes=m["manifest_bytes"]), state
 
 
 def metadata_stats(table: Any) -> dict[str, int | None]:

@@ -73,7 +73,12 @@ def list_files(spark: SparkSession, location: str) -> DataFrame:
     lists here: the content column is never selected, so no file is read."""
     from pyspark.sql import functions as F
 
-    df = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(location)
+    # ignoreMissingFiles: a file listed and gone before its task reads its status is simply not in the listing.
+    # Writers and compactions commit meanwhile and delete old metadata.json files beyond
+    # write.metadata.previous-versions-max (the maintenance soak hit it: the expiry failed with
+    # SparkFileNotFoundException); a file that no longer exists is neither an orphan candidate nor bytes to count.
+    df = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").option("ignoreMissingFiles", "true")
+          .load(location)
           .select(F.col("path").alias("file_path"), F.col("modificationTime").alias("last_modified"),
                   F.col("length")))
     return df
