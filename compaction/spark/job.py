@@ -801,14 +801,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             majors = [t for t in tasks if t.kind is CompactionKind.MAJOR]
     else:
         majors = [t for t in tasks if _selective(t) and t.kind.value == selective]
-        if any(_selective(t) and t.partition.is_unpartitioned for t in tasks):
-            # The unpartitioned spec's file rewrite (filter alwaysTrue) picks the small files of every partition of
-            # every spec: one pass, with the widest selection any selective task of the group asks for, does every
-            # selective task's file rewrite once (a narrower pass first left files the wider one rewrote again).
-            widest = "major" if any(_selective(t) and t.kind is CompactionKind.MAJOR for t in tasks) else "minor"
-            if selective != widest:
-                return settled, {}
-            majors = [t for t in tasks if _selective(t)]
+        if any(t.partition.is_unpartitioned for t in majors):
+            return settled, {}
     if len(majors) < 2:
         return settled, {}
     started, ref = time.monotonic(), quoted(plan.table)
