@@ -61,8 +61,12 @@ class MaintenanceSoakConfig:
     #: Bytes of random payload per row: a table whose data outweighs its metadata, as in production (a few bytes
     #: per row would make the metadata files most of the storage, whatever maintenance does).
     payload_bytes: int = 1000
-    groups: int = 4
-    overwrite_every: int = 10
+    #: Partitions, and an upsert replacing one partition every ``overwrite_every``-th commit: the table keeps
+    #: growing (a sixteenth of it is rewritten at each upsert, not a quarter), as a streaming table does; with
+    #: fewer, larger partitions the upserts alone would replace the table every few minutes and no retention of
+    #: 5 min could keep storage within 2x of it.
+    groups: int = 16
+    overwrite_every: int = 30
     compact_interval_s: float = 60.0
     maintain_interval_s: float = 60.0
     retention_s: float = 300.0  # history.expire.max-snapshot-age-ms
