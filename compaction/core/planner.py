@@ -50,7 +50,12 @@ Task planning (:func:`plan_tasks`, after the seed design of Amoro/Arctic)
   delete bytes. Other MAJOR and MINOR tasks: the files they rewrite (small and delete-heavy segments; fragments)
   plus the files an equality delete may apply to (read for the conversion), and all delete files. Cost = rewritten
   bytes + ``CONVERSION_READ_FRACTION`` of the bytes only read + delete bytes. A DV's
-  delete bytes are its blob length when known (several DVs may share one Puffin file).
+  delete bytes are its blob length when known (several DVs may share one Puffin file). A partition of an
+  unpartitioned spec with equality deletes of its own (global: they apply to every partition) also reaches the
+  *elsewhere bytes*: the other partitions' data files with a data sequence number below its highest equality
+  delete's. They are not task files (they live in their own partitions), but a full MAJOR rewrites them (cost +
+  elsewhere bytes) and a MINOR or selective MAJOR reads them for the table-wide conversion (cost +
+  ``CONVERSION_READ_FRACTION`` of them, added to the bytes only read).
 * Run caps: candidates (decision != NONE) are ranked MAJOR before MINOR, then by delete ratio (desc), cost (desc),
   partition sort key. Walking that ranking, a partition is taken if fewer than ``max_partitions_per_run`` are
   taken and the taken cost plus its cost stays <= ``max_bytes_per_run``; otherwise it is *deferred* with the
@@ -63,6 +68,8 @@ Task planning (:func:`plan_tasks`, after the seed design of Amoro/Arctic)
   size)`` for which every piece gets >= ``target_file_size_bytes`` of data (so a split never leaves a small file
   to be rewritten on its own, and adds at most one partial output file per target size of data); no such
   ``n >= 2`` means no split. Every piece carries all delete files of the partition and costs its data bytes + all
+  delete bytes; the first piece also costs the other partitions' data bytes the partition's full rewrite reaches
+  (an unpartitioned spec's partition with global equality deletes), so the pieces add up to its cost + (n - 1) x
   delete bytes. MINOR partitions are never split.
 * Group: all pieces of one partition always stay in one group (they share the delete files, and the partition
   can be committed - and its deletes dropped - only once every piece is written), so no file path appears in two
@@ -210,6 +217,7 @@ class _Analysis:
     full_data_bytes: int
     attributed: PartitionDeletes  # own deletes plus the global equality deletes from elsewhere that apply here
     own_equality_delete_files: int  # equality deletes written in this partition (a MINOR of it converts them)
+    elsewhere_bytes: int  # other partitions' data files its own global equality deletes apply to (see _finish)
 
     @property
     def key(self) -> PartitionKey:
@@ -447,6 +455,7 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         full_data_bytes=sum(f.size_bytes for f in full_rewrite) + elsewhere_bytes,
         attributed=attributed,
         own_equality_delete_files=own_eq,
+        elsewhere_bytes=elsewhere_bytes,
     )
 
 
@@ -696,6 +705,9 @@ def _tasks_for(c: _Candidate, average: float, policy: CompactionPolicy) -> list[
                 full_rewrite=c.full,
             )
         ]
+    # The other partitions' files a full MAJOR of an unpartitioned spec's partition rewrites too (its global
+    # equality deletes apply to them) are part of its work however its own files are split: the first piece carries
+    # them, so the pieces add up to the partition's cost (plus the delete bytes every further piece reads again).
     return [
         CompactionTask(
             task_id=_task_id(c.key, c.kind, i, len(split)),
@@ -703,7 +715,8 @@ def _tasks_for(c: _Candidate, average: float, policy: CompactionPolicy) -> list[
             kind=c.kind,
             data_files=tuple(f.path for f in part),
             delete_files=delete_paths,
-            estimated_cost_bytes=sum(f.size_bytes for f in part) + a.delete_bytes,
+            estimated_cost_bytes=(sum(f.size_bytes for f in part) + a.delete_bytes
+                                  + (a.elsewhere_bytes if i == 0 else 0)),
             piece_index=i,
             piece_count=len(split),
             full_rewrite=True,

@@ -391,10 +391,32 @@ def test_plan_tasks_directly() -> None:
 # Hypothesis
 
 
+# The specs of the generated tables, each with one field list (as in Iceberg, a spec id never changes its fields):
+# 0 unpartitioned, 1 identity(region), 2 identity(region) + day(ts), 3 void(region) (unpartitioned too, a dropped
+# field of a v1 table). An unpartitioned spec has one partition: spec 0 only at index 0, spec 3 only at index 3.
+# Spec 2's regions are drawn from spec 1's, so partitions of the two specs may overlap.
+def _spec_key(draw: st.DrawFn, spec: int, index: int) -> PartitionKey:
+    if spec == 0:
+        return PartitionKey(0, ())
+    if spec == 3:
+        return PartitionKey(3, (PartitionFieldValue("region", "void", "region", None),))
+    if spec == 2:
+        region = PartitionFieldValue("region", "identity", "region", f"r{draw(st.integers(0, 7))}")
+        return PartitionKey(2, (region, PartitionFieldValue("ts_day", "day", "ts", index)))
+    return key(f"r{index}", spec)
+
+
 @st.composite
 def partition_states(draw: st.DrawFn, index: int, fv: int) -> PartitionState:
-    spec = draw(st.sampled_from([0, 1])) if index % 3 == 0 else 1
-    k = PartitionKey(0, ()) if spec == 0 and index == 0 else key(f"r{index}", spec)
+    if index == 0:
+        spec = draw(st.sampled_from([0, 1]))
+    elif index == 3:
+        spec = draw(st.sampled_from([1, 2, 3]))
+    elif index % 3 == 0:
+        spec = draw(st.sampled_from([1, 2]))
+    else:
+        spec = 1
+    k = _spec_key(draw, spec, index)
     n_data = draw(st.integers(0, 8))
     sizes = st.one_of(st.integers(0, 800), st.integers(1000, 5000))
     datas = [
@@ -454,7 +476,7 @@ def shuffled(t: TableState, rnd: random.Random) -> TableState:
     return dataclasses.replace(t, partitions=tuple(parts))
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))  # max_examples: the profile
 @given(t=tables(), pol=policies, mode=modes, rnd=st.randoms(use_true_random=False))
 def test_property_deterministic_under_input_order(t: TableState, pol: CompactionPolicy, mode: str, rnd: random.Random) -> None:
     a = plan(t, pol, mode, NOW)
@@ -463,7 +485,39 @@ def test_property_deterministic_under_input_order(t: TableState, pol: Compaction
     assert a == b
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+def _overlap(a: PartitionKey, b: PartitionKey) -> bool:
+    """Whether the files of two partitions overlap (Iceberg projects a partition filter onto every spec): never for
+    one spec; for two specs unless a field both have (source column and transform, not void) differs."""
+    if a.spec_id == b.spec_id:
+        return False
+    va = {(f.source_column, f.transform): f.value for f in a.fields if f.transform != "void"}
+    vb = {(f.source_column, f.transform): f.value for f in b.fields if f.transform != "void"}
+    return all(va[c] == vb[c] for c in va.keys() & vb.keys())
+
+
+def _overlap_units(keys: list[PartitionKey]) -> list[set[PartitionKey]]:
+    """The partitions that are planned as one unit: connected components of :func:`_overlap`."""
+    units: list[set[PartitionKey]] = []
+    for k in keys:
+        touching = [u for u in units if any(_overlap(k, o) for o in u)]
+        merged = {k}.union(*touching)
+        units = [u for u in units if u not in touching] + [merged]
+    return units
+
+
+def _elsewhere_bytes(t: TableState, k: PartitionKey) -> int:
+    """docs/policy.md: the data bytes of the *other* partitions (any spec) that the partition's own global equality
+    deletes (written under an unpartitioned spec) apply to, i.e. files with a lower data sequence number than its
+    highest one; its full MAJOR rewrites them, its MINOR / selective MAJOR reads them for the table-wide conversion."""
+    (p,) = [q for q in t.partitions if q.key == k]
+    seqs = [d.data_sequence_number for d in p.delete_files if d.content is DeleteContent.EQUALITY]
+    if not k.is_unpartitioned or not seqs:
+        return 0
+    return sum(f.size_bytes for q in t.partitions if q.key != k for f in q.data_files
+               if f.data_sequence_number < max(seqs))
+
+
+@settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))  # max_examples: the profile
 @given(t=tables(), pol=policies, mode=modes)
 def test_property_plan_invariants(t: TableState, pol: CompactionPolicy, mode: str) -> None:
     pl = plan(t, pol, mode, NOW)
@@ -487,9 +541,14 @@ def test_property_plan_invariants(t: TableState, pol: CompactionPolicy, mode: st
     for task in pl.tasks:
         units[task.partition] = units.get(task.partition, 0) + task.estimated_cost_bytes
     if units:
-        k = min(pol.max_groups, len(units), max(1, math.ceil(sum(units.values()) / pol.min_job_group_bytes)))
+        # Overlapping partitions of different specs are packed as one unit (one group): balance is over those units.
+        merged = _overlap_units(sorted(units, key=lambda k: k.sort_key()))
+        unit_costs = [sum(units[k] for k in u) for u in merged]
+        group_of = {task.partition: g.group_id for g in pl.groups for task in g.tasks}
+        assert all(len({group_of[k] for k in u}) == 1 for u in merged)
+        k = min(pol.max_groups, len(unit_costs), max(1, math.ceil(sum(unit_costs) / pol.min_job_group_bytes)))
         assert len(pl.groups) <= k
-        capacity = max(max(units.values()), math.ceil(sum(units.values()) / k))
+        capacity = max(max(unit_costs), math.ceil(sum(unit_costs) / k))
         assert max(g.estimated_cost_bytes for g in pl.groups) <= 2 * capacity
 
     # caps: count and bytes (bytes = distinct files each partition reads, i.e. its decision cost)
@@ -527,12 +586,19 @@ def test_property_plan_invariants(t: TableState, pol: CompactionPolicy, mode: st
         union = sorted(p for tk in pieces for p in tk.data_files)
         task_bytes = sum(f.size_bytes for f in st_.data_files if f.path in union)
         delete_bytes = len(pieces) * decisions[pk].metrics["delete_bytes"]
+        elsewhere = _elsewhere_bytes(t, pk)  # other partitions' files its own global deletes reach (not task files)
         cost = sum(tk.estimated_cost_bytes for tk in pieces)
+        # the pieces add up to the decision's cost, every further piece reading the delete files again
+        per_piece = decisions[pk].metrics["delete_bytes"]
+        assert cost == decisions[pk].metrics["estimated_cost_bytes"] + (len(pieces) - 1) * per_piece
         assert all(tk.full_rewrite == bool(decisions[pk].metrics["full_rewrite"]) for tk in pieces)
-        if pieces[0].full_rewrite:  # every task file is rewritten
-            assert task_bytes + delete_bytes == cost
-        else:  # files only read for a conversion cost a fraction of their bytes
-            assert delete_bytes + int(CONVERSION_READ_FRACTION * task_bytes) <= cost <= task_bytes + delete_bytes
+        if pieces[0].full_rewrite:  # every task file is rewritten, and the files elsewhere too
+            assert task_bytes + elsewhere + delete_bytes == cost
+        else:  # files only read for a conversion (elsewhere: all of them) cost a fraction of their bytes
+            assert delete_bytes + int(CONVERSION_READ_FRACTION * (task_bytes + elsewhere)) <= cost
+            assert cost <= task_bytes + elsewhere + delete_bytes
+            if not decisions[pk].metrics["rewritten_data_files"]:  # a pure conversion: exactly
+                assert cost == delete_bytes + int(CONVERSION_READ_FRACTION * (task_bytes + elsewhere))
         if len(pieces) > 1:
             assert pieces[0].full_rewrite
 
@@ -556,7 +622,7 @@ def extra_deletes(draw: st.DrawFn, p: PartitionState, fv: int) -> list[DeleteFil
     return out
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))  # max_examples: the profile
 @given(data_=st.data(), fv=st.sampled_from([2, 3]), pol=policies, mode=modes)
 def test_property_adding_deletes_never_lowers_decision(data_: st.DataObject, fv: int, pol: CompactionPolicy, mode: str) -> None:
     p = data_.draw(partition_states(1, fv))
@@ -577,7 +643,7 @@ def split_tables(draw: st.DrawFn) -> TableState:
     return table(*parts)
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))  # max_examples: the profile
 @given(t=split_tables(), pol=policies)
 def test_property_split_only_by_whole_files(t: TableState, pol: CompactionPolicy) -> None:
     pol = dataclasses.replace(pol, max_bytes_per_run=10**9, max_partitions_per_run=10)
@@ -754,3 +820,19 @@ def test_partitions_of_two_specs_overlap_only_where_their_shared_fields_agree() 
     for d in (1, 2):
         assert groups[day_key(d, spec=1)] == groups[day_key(d, 2, "EU")] == groups[day_key(d, 2, "US")]
     assert groups[day_key(1, spec=1)] != groups[day_key(2, spec=1)]
+
+
+def test_split_unpartitioned_full_major_pieces_carry_the_files_its_global_deletes_reach() -> None:
+    """A full MAJOR of the unpartitioned spec's partition also rewrites the other partitions' files its global
+    equality deletes apply to (docs/policy.md). Split by its own files, its first piece carries those bytes, so the
+    pieces add up to its cost (and the job group packing sees them)."""
+    unpartitioned = part(PartitionKey(0, ()), [data("a", 2000, seq=1), data("b", 2000, seq=1)],
+                         [eq("e", seq=2, records=1000, size=10)])
+    other = part(key("EU"), [data("x", 3000, seq=1)])
+    pol = dataclasses.replace(POL, major_full_rewrite=True, parallelism=2, parallel_multiple=2)
+    pl = plan(table(unpartitioned, other), pol, "major", NOW)
+    d = pl.decision_for(PartitionKey(0, ()))
+    assert d is not None and d.metrics["estimated_cost_bytes"] == 2000 + 2000 + 3000 + 10
+    pieces = [t for t in pl.tasks if t.partition == PartitionKey(0, ())]
+    assert [(t.data_files, t.estimated_cost_bytes) for t in pieces] == [(("a",), 2000 + 10 + 3000), (("b",), 2000 + 10)]
+    assert len(pl.groups) == 1  # the unpartitioned partition overlaps every other partition
