@@ -7,6 +7,8 @@ import datetime as _dt
 import html
 from typing import Any, Mapping, Sequence
 
+from icecompact_airflow.health import _bytes
+
 RUN_COLOURS = {"succeeded": "#15803d", "failed": "#b91c1c", "needs_attention": "#b91c1c", "partial": "#ea580c",
                "running": "#6b7280", "planned": "#6b7280"}
 SERIES = (("fragment_files", "fragment files", "#7c3aed"), ("data_files", "data files", "#2563eb"),
@@ -140,13 +142,6 @@ METADATA_PANELS = (("snapshots", "snapshots", "#2563eb", False),
                     True))
 
 
-def _size(n: float) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(n)
 
 
 def metadata_chart(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[Mapping[str, Any]], width: int = 860,
@@ -175,7 +170,7 @@ def metadata_chart(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[M
     for key, label, colour, is_bytes in METADATA_PANELS:
         points = [(at, float(s[key])) for at, s in zip(times, measured) if s.get(key) is not None]
         top = max([1.0, *(v for _, v in points)])
-        fmt = _size if is_bytes else (lambda v: f"{v:.0f}")
+        fmt = _bytes if is_bytes else (lambda v: f"{v:.0f}")
         latest = fmt(points[-1][1]) if points else "-"
         parts.append(f'<text x="{left}" y="{y + 9}" fill="{colour}">{_e(label)}: {_e(latest)}</text>')
         py = y + 13
@@ -199,7 +194,7 @@ def metadata_chart(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[M
     for at, m in marks:
         status = str(m.get("status") or "")
         removed = "; ".join(f"{a.get('action')}: {a.get('status')}, {a.get('files_removed') or 0} file(s), "
-                            f"{_size(a['bytes_removed']) if a.get('bytes_removed') is not None else '?'}"
+                            f"{_bytes(a['bytes_removed']) if a.get('bytes_removed') is not None else '?'}"
                             for a in m.get("actions") or [])
         x = x_of(at)
         parts.append(f'<line class="maintenance-marker" x1="{x}" y1="10" x2="{x}" y2="{bottom}" '

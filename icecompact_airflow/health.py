@@ -383,7 +383,7 @@ OVERVIEW_COLUMNS = (("attention", "attention"), ("table", "table"), ("decision",
                     ("", "size"), ("last_run", "last run"), ("", "delete files over time"), ("", "sampled"))
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: float) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
