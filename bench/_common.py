@@ -19,6 +19,18 @@ for _path in (str(ROOT), str(BENCH_DIR)):
         sys.path.insert(0, _path)
 
 
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process in bytes (Linux ``/proc``), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def timing_line(label: str, stats: dict[str, float], width: int) -> str:
     """One row of a results table: median and (min-max) of a contender's seconds."""
     return f"  {label:<{width}} {stats['median_s']:8.2f} s   ({stats['min_s']:.2f}-{stats['max_s']:.2f})"

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from _common import RESULTS_DIR
+from _common import RESULTS_DIR, rss_bytes
 
 NAMESPACE = "bench"
 GOALS = {"planner_s": 5.0, "ours_over_call": 1.2}
@@ -72,17 +72,6 @@ DAY_MS = 86_400_000
 
 def _local(uri: str) -> Path:
     return Path(urlparse(uri).path) if uri.startswith("file:") else Path(uri)
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 class MemorySampler:
@@ -108,8 +97,8 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak["rss_jvm"] = max(self.peak["rss_jvm"], _rss(self.jvm_pid))
-            self.peak["rss_python"] = max(self.peak["rss_python"], _rss(os.getpid()))
+            self.peak["rss_jvm"] = max(self.peak["rss_jvm"], rss_bytes(self.jvm_pid))
+            self.peak["rss_python"] = max(self.peak["rss_python"], rss_bytes(os.getpid()))
             try:
                 self.peak["heap_used_sampled"] = max(self.peak["heap_used_sampled"], self._heap_used())
             except Exception:  # noqa: BLE001 - the gateway is busy or closing: the next sample counts
@@ -118,7 +107,7 @@ class MemorySampler:
     def reset(self) -> None:
         for pool in self._heap_pools():
             pool.resetPeakUsage()
-        self.peak = {"rss_jvm": _rss(self.jvm_pid), "rss_python": _rss(os.getpid()),
+        self.peak = {"rss_jvm": rss_bytes(self.jvm_pid), "rss_python": rss_bytes(os.getpid()),
                      "heap_used_sampled": self._heap_used()}
 
     def snapshot(self) -> dict[str, int]:

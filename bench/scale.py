@@ -82,7 +82,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from _common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from _common import RESULTS_DIR, rss_bytes, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 import major as M  # noqa: E402  (bench/major.py: clones, CALL, plain Parquet, phase timers, scans)
 
@@ -151,17 +151,6 @@ class BenchmarkError(RuntimeError):
 # ------------------------------------------------------------------------------------------------------------
 # Memory and I/O
 # ------------------------------------------------------------------------------------------------------------
-def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 class MemorySampler:
     """Peak RSS of this Python process and of the driver JVM, sampled every ``interval`` seconds in a thread."""
 
@@ -176,11 +165,11 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             for k, pid in self.pids.items():
-                self.peak[k] = max(self.peak[k], _rss_bytes(pid))
+                self.peak[k] = max(self.peak[k], rss_bytes(pid))
             self._stop.wait(self.interval)
 
     def reset(self) -> None:
-        self.peak = {k: _rss_bytes(pid) for k, pid in self.pids.items()}
+        self.peak = {k: rss_bytes(pid) for k, pid in self.pids.items()}
 
     def stop(self) -> None:
         self._stop.set()
