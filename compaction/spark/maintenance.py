@@ -36,17 +36,27 @@ from compaction.spark.jvm import activate, jvm, load_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "execute_plan", "list_files"]
+__all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "OK_STATUSES", "execute_plan", "list_files",
+           "is_manifest_conflict", "retry_on_manifest_conflict"]
 
 
 class OrphanSafetyError(MaintenanceError):
     """Orphan removal refused: a file could not be proven orphan (scheme/authority mismatch with metadata)."""
 
 
+#: Action statuses that are not a failure of the run.
+OK_STATUSES = ("succeeded", "deferred")
+
+
 @dataclass(frozen=True)
 class ActionResult:
     action: MaintenanceAction
-    status: str  # succeeded | refused | failed
+    status: str  # succeeded | deferred (lost a race, nothing changed; the next run retries) | refused | failed
+
+    @property
+    def ok(self) -> bool:
+        """Done, or harmlessly put off to the next run."""
+        return self.status in OK_STATUSES
     files_removed: int = 0
     bytes_removed: int | None = 0
     duration_ms: int = 0
@@ -137,16 +147,64 @@ def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionRes
                         bytes_removed=sum(before[p] for p in gone), detail=detail)
 
 
+#: Attempts of a manifest rewrite that lost a race with a concurrent commit (see :func:`_rewrite_manifests`).
+REWRITE_MANIFESTS_ATTEMPTS = 4
+
+
+def is_manifest_conflict(error: BaseException) -> bool:
+    """Whether ``error`` is Iceberg's ``BaseRewriteManifests.validateDeletedManifests`` refusing a manifest rewrite
+    because a commit made after it read the table replaced one of the manifests it rewrote (a compaction or an
+    overwrite drops manifest entries by rewriting the manifest). Nothing was committed: the rewrite is simply
+    stale."""
+    text = str(error)
+    return "ValidationException" in text and "could not be found in the latest snapshot" in text
+
+
+def retry_on_manifest_conflict(attempt: Callable[[], Any], refresh: Callable[[], None], *,
+                               attempts: int = REWRITE_MANIFESTS_ATTEMPTS,
+                               pause_s: Callable[[int], float] = lambda n: 0.5 * n) -> tuple[Any | None, int, str | None]:
+    """Run ``attempt`` until it does not lose a race: ``(result, attempts used, last conflict)``; ``result`` is
+    ``None`` when every attempt conflicted. Any other error propagates at once.
+
+    Iceberg retries a manifest rewrite's commit only on ``CommitFailedException``; a ``ValidationException``
+    ("Deleted manifest ... could not be found in the latest snapshot") ends it, although the cure is the same: read
+    the table again and rewrite what is current now. Streaming tables replace manifests every minute (every
+    compaction commit and overwrite rewrites the manifests whose entries it deletes), so without this the
+    maintenance soak failed 3 of 18 runs."""
+    last: str | None = None
+    for n in range(1, attempts + 1):
+        try:
+            return attempt(), n, last
+        except Exception as e:  # noqa: BLE001 - py4j.protocol.Py4JJavaError carrying Iceberg's exception
+            if not is_manifest_conflict(e):
+                raise
+            last = str(e).split("\n", 2)[1][:300] if "\n" in str(e) else str(e)[:300]
+            if n < attempts:
+                time.sleep(pause_s(n))
+                refresh()
+    return None, attempts, last
+
+
 def _rewrite_manifests(spark: SparkSession, table: Any) -> ActionResult:
     table.refresh()
     actions = jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-    result = actions.rewriteManifests(table).execute()
+    result, used, conflict = retry_on_manifest_conflict(lambda: actions.rewriteManifests(table).execute(),
+                                                        table.refresh)
+    if result is None:
+        # Every attempt raced a commit: nothing was committed (Iceberg cleans up the manifests it wrote), the
+        # current manifests stay as they are and the next run rewrites them. Not a failure of the run.
+        return ActionResult(MaintenanceAction.REWRITE_MANIFESTS, "deferred", files_removed=0, bytes_removed=0,
+                            detail={"attempts": used, "conflict": conflict},
+                            error=f"deferred: {used} attempts each raced a concurrent commit ({conflict})")
     rewritten = [int(m.length()) for m in result.rewrittenManifests()]
     added = [int(m.length()) for m in result.addedManifests()]
     # The replaced manifests stay referenced by older snapshots until they expire: nothing is deleted here.
+    detail: dict[str, Any] = {"manifests_rewritten": len(rewritten), "manifests_added": len(added),
+                              "bytes_rewritten": sum(rewritten), "bytes_added": sum(added)}
+    if used > 1:
+        detail.update(attempts=used, conflict=conflict)
     return ActionResult(MaintenanceAction.REWRITE_MANIFESTS, "succeeded", files_removed=0, bytes_removed=0,
-                        detail={"manifests_rewritten": len(rewritten), "manifests_added": len(added),
-                                "bytes_rewritten": sum(rewritten), "bytes_added": sum(added)})
+                        detail=detail)
 
 
 def _delete_orphans(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionResult:
@@ -202,7 +260,7 @@ def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
     table = load_table(spark, quoted(plan.table))
     results: list[ActionResult] = []
     for action in plan.actions:
-        if action is MaintenanceAction.DELETE_ORPHAN_FILES and any(r.status != "succeeded" for r in results):
+        if action is MaintenanceAction.DELETE_ORPHAN_FILES and not all(r.ok for r in results):
             results.append(ActionResult(action, "refused", bytes_removed=None,
                                         error="an earlier maintenance action did not succeed"))
             continue
