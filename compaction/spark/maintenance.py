@@ -69,20 +69,73 @@ class ActionResult:
                 "error": self.error}
 
 
-def _qualified(spark: SparkSession, location: str) -> str:
-    """The location as Hadoop qualifies it (``file:/x`` for ``/x`` or ``file:///x/``), as listings name files."""
+def _hadoop_file_system(spark: SparkSession, location: str) -> Any | None:
+    """Hadoop's file system for ``location``, or ``None`` when Hadoop has none for its scheme (``s3://`` tables use
+    Iceberg's S3FileIO; Spark here has no S3A)."""
     j = jvm(spark)
-    path = j.org.apache.hadoop.fs.Path(location)
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
-    return str(fs.makeQualified(path).toString())
+    try:
+        return j.org.apache.hadoop.fs.Path(location).getFileSystem(spark._jsc.hadoopConfiguration())
+    except Exception:  # noqa: BLE001 - py4j: UnsupportedFileSystemException (No FileSystem for scheme "s3")
+        return None
 
 
-def list_files(spark: SparkSession, location: str) -> DataFrame:
+def _qualified(spark: SparkSession, location: str) -> str:
+    """The location as the listing names files: as Hadoop qualifies it (``file:/x`` for ``/x`` or ``file:///x/``),
+    or as it is (without a trailing slash) where Hadoop cannot list it and the table's FileIO does."""
+    fs = _hadoop_file_system(spark, location)
+    if fs is None:
+        return location.rstrip("/")
+    return str(fs.makeQualified(jvm(spark).org.apache.hadoop.fs.Path(location)).toString())
+
+
+#: What a listing is: one row per file.
+LISTING_SCHEMA = "file_path string, last_modified timestamp, length long"
+
+
+def _hidden(relative: str, visible_prefixes: tuple[str, ...]) -> bool:
+    """Iceberg's listing skips names starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc``, ``_temporary``), except
+    under the table's own write paths (a table's ``write.data.path`` may itself be an underscore folder: object
+    stores that admit only data file names under ``data/`` make tables put them under ``_data/``)."""
+    if any(relative.startswith(p) for p in visible_prefixes):
+        return False
+    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+
+
+def _list_with_file_io(spark: SparkSession, table: Any, location: str, visible: tuple[str, ...]) -> DataFrame:
+    """The listing through the table's FileIO (``SupportsPrefixOperations.listPrefix``: S3FileIO lists objects by
+    prefix), for storage Hadoop cannot list."""
+    import datetime as _dt
+
+    prefix = location.rstrip("/") + "/"  # never the sibling table "t2" of "t"
+    try:
+        listed = table.io().listPrefix(prefix).iterator()
+    except Exception as e:  # noqa: BLE001 - py4j: the FileIO supports no prefix listing
+        raise MaintenanceError(f"cannot list {prefix}: neither Hadoop nor the table's FileIO "
+                               f"({table.io().getClass().getName()}) can list it: {str(e)[:300]}") from e
+    rows = []
+    while listed.hasNext():
+        info = listed.next()
+        path = str(info.location())
+        if _hidden(path[len(prefix):], visible):
+            continue
+        rows.append((path, _dt.datetime.fromtimestamp(int(info.createdAtMillis()) / 1000.0, _dt.timezone.utc),
+                     int(info.size())))
+    return spark.createDataFrame(rows, LISTING_SCHEMA)
+
+
+def list_files(spark: SparkSession, location: str, table: Any | None = None) -> DataFrame:
     """Every file under ``location`` (recursively, hidden ``_``/``.`` names skipped as Iceberg's listing does):
-    ``file_path`` (string), ``last_modified`` (timestamp), ``length`` (long). Spark's binaryFile source only
-    lists here: the content column is never selected, so no file is read."""
+    ``file_path`` (string), ``last_modified`` (timestamp), ``length`` (long). Where Hadoop can list the location,
+    Spark's binaryFile source lists it (the content column is never selected, so no file is read); elsewhere
+    (``s3://`` with S3FileIO) the table's FileIO does."""
     from pyspark.sql import functions as F
 
+    if table is not None and _hadoop_file_system(spark, location) is None:
+        props = table.properties()
+        visible = tuple(str(props.get(k)).rstrip("/")[len(location.rstrip("/")) + 1:] + "/"
+                        for k in ("write.data.path", "write.metadata.path")
+                        if props.get(k) and str(props.get(k)).startswith(location.rstrip("/") + "/"))
+        return _list_with_file_io(spark, table, location, visible)
     # ignoreMissingFiles: a file listed and gone before its task reads its status is simply not in the listing.
     # Writers and compactions commit meanwhile and delete old metadata.json files beyond
     # write.metadata.previous-versions-max (the maintenance soak hit it: the expiry failed with
@@ -94,8 +147,9 @@ def list_files(spark: SparkSession, location: str) -> DataFrame:
     return df
 
 
-def _sizes(spark: SparkSession, location: str) -> dict[str, int]:
-    return {r.file_path: int(r.length) for r in list_files(spark, location).select("file_path", "length").collect()}
+def _sizes(spark: SparkSession, location: str, table: Any | None = None) -> dict[str, int]:
+    return {r.file_path: int(r.length)
+            for r in list_files(spark, location, table).select("file_path", "length").collect()}
 
 
 def _jmap(spark: SparkSession, pairs: tuple[tuple[str, str], ...]) -> Any:
@@ -121,7 +175,7 @@ def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionRes
     # Where the time goes (bench/expire_scale.py): the check above, the listings, Iceberg's action.
     timings = {"check_s": time.monotonic() - started}
     t = time.monotonic()
-    before = _sizes(spark, location)
+    before = _sizes(spark, location, table)
     timings["listing_before_s"] = time.monotonic() - t
     t = time.monotonic()
     actions = jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
@@ -129,7 +183,7 @@ def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionRes
         .retainLast(plan.retain_last).execute()
     timings["action_s"] = time.monotonic() - t
     t = time.monotonic()
-    after = _sizes(spark, location)
+    after = _sizes(spark, location, table)
     timings["listing_after_s"] = time.monotonic() - t
     gone = set(before) - set(after)
     detail = {
@@ -214,7 +268,7 @@ def _delete_orphans(spark: SparkSession, table: Any, plan: MaintenancePlan) -> A
     table.refresh()
     location = _qualified(spark, plan.location)
     cutoff_s = plan.orphan_older_than_ms / 1000.0
-    listing = list_files(spark, location).cache()
+    listing = list_files(spark, location, table).cache()
     try:
         # Files at or after the cut-off never reach Iceberg: they may belong to a writer or a compaction that has
         # not committed yet (the action would filter them too; filtering here keeps the list we compare small).
