@@ -118,6 +118,10 @@ def main() -> int:
     ap.add_argument("--retention-s", type=float, default=300.0, help="--maintenance: snapshot retention")
     ap.add_argument("--maintain-every-s", type=float, default=60.0, help="--maintenance: maintenance interval")
     ap.add_argument("--compact-every-s", type=float, default=60.0, help="--maintenance: compaction interval")
+    ap.add_argument("--storage", default="local", choices=("local", "s3"),
+                    help="--maintenance: local (SQL catalog on PostgreSQL) or s3 (REST catalog + S3, SeaweedFS)")
+    ap.add_argument("--base-mib", type=float, default=72.0,
+                    help="--maintenance: compacted history the table starts with (MiB)")
     args = ap.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if args.maintenance:
@@ -178,7 +182,8 @@ def maintenance_main(args: argparse.Namespace) -> int:
         config = MaintenanceSoakConfig(duration_s=args.minutes * 60, format_version=version,
                                        retention_s=args.retention_s, orphan_age_s=2 * args.retention_s,
                                        maintain_interval_s=args.maintain_every_s,
-                                       compact_interval_s=args.compact_every_s)
+                                       compact_interval_s=args.compact_every_s,
+                                       base_bytes=int(args.base_mib * 2**20), storage=args.storage)
         t0 = time.time()
         report = run_maintenance_soak(config, workroot / f"v{version}")
         goals = m_evaluate(report)

@@ -67,6 +67,21 @@ class MaintenanceSoakConfig:
     #: 5 min could keep storage within 2x of it.
     groups: int = 16
     overwrite_every: int = 30
+    #: The upserts replace only the last ``hot_groups`` partitions (a streaming table's current aggregate
+    #: partition, rewritten every minute); the other partitions hold the history.
+    hot_groups: int = 1
+    #: Compacted history the table starts with, in the non-hot partitions: one file of ~this / (groups -
+    #: hot_groups) bytes each (a table that has streamed for a while: large files plus streaming small ones).
+    #: Without it the table is only what the soak's minutes wrote, and everything the retention window keeps
+    #: (5 minutes of appends, rewrites and upserts) weighs as much as the table itself.
+    base_bytes: int = 72 * 1024 * 1024
+    #: Compaction's target file size for the table (the base files are not small at it) and its fragment ratio:
+    #: files under target / ratio are fragments merged by MINOR; the rest wait for a MAJOR of small segments.
+    target_file_size_bytes: int = 4 * 1024 * 1024
+    fragment_ratio: int = 16
+    #: The writer reads its snapshot's row count and checksum at commit time every this many commits (and at every
+    #: upsert): a full scan of the table every 2 s would be most of the machine's work.
+    checksum_every: int = 10
     compact_interval_s: float = 60.0
     maintain_interval_s: float = 60.0
     retention_s: float = 300.0  # history.expire.max-snapshot-age-ms
@@ -74,6 +89,9 @@ class MaintenanceSoakConfig:
     #: Every process of the soak runs on one machine (one clock): the in-flight protection's skew margin can be
     #: small, so that the retention, not the margin, bounds the history (the policy's default is 300 s).
     clock_skew_s: float = 30.0
+    #: ``local``: a SQL catalog on PostgreSQL, the warehouse on local disk; ``s3``: a REST catalog with the table on
+    #: S3 (a throwaway SeaweedFS). The ledger is on PostgreSQL either way.
+    storage: str = "local"
     sample_interval_s: float = 10.0
     reread_max: int = 12
     seed: int = 24
@@ -93,6 +111,8 @@ class MaintenanceSoakConfig:
             "compaction.maintenance.delete-orphans.enabled": "true",
             "compaction.maintenance.delete-orphans.older-than": str(int(self.orphan_age_s)),
             "compaction.maintenance.clock-skew": str(int(self.clock_skew_s)),
+            "compaction.target-file-size-bytes": str(int(self.target_file_size_bytes)),
+            "compaction.fragment-ratio": str(int(self.fragment_ratio)),
         }
 
 
@@ -117,16 +137,87 @@ def _local(uri: str) -> Path:
     return Path(urlparse(uri).path) if uri.startswith("file:") else Path(uri)
 
 
-def storage_bytes(location: str) -> int:
-    """Bytes under the table's location on (local) storage: everything, referenced or not."""
-    total = 0
+def _key(uri: str) -> str:
+    """One spelling per file: a local path for ``file:`` URIs and plain paths, the URI itself on object storage."""
+    return uri if uri.startswith(("s3://", "s3a://")) else str(_local(uri))
+
+
+def list_storage(location: str, properties: dict[str, str] | None = None) -> list[tuple[str, int, float]]:
+    """``(path, bytes, last modified)`` of every file under the table's location, referenced or not: a local walk,
+    or an S3 listing (pyarrow, with the catalog's ``s3.*`` properties) for ``s3://`` locations."""
+    if location.startswith(("s3://", "s3a://")):
+        from pyarrow import fs
+
+        props = properties or {}
+        endpoint = urlparse(props.get("s3.endpoint", ""))
+        s3 = fs.S3FileSystem(access_key=props.get("s3.access-key-id"), secret_key=props.get("s3.secret-access-key"),
+                             region=props.get("s3.region", "us-east-1"),
+                             endpoint_override=endpoint.netloc or None, scheme=endpoint.scheme or "https",
+                             force_virtual_addressing=False)
+        scheme, rest = location.split("://", 1)
+        infos = s3.get_file_info(fs.FileSelector(rest.rstrip("/"), recursive=True, allow_not_found=True))
+        return [(f"{scheme}://{i.path}", int(i.size or 0), i.mtime.timestamp() if i.mtime else 0.0)
+                for i in infos if i.type == fs.FileType.File]
+    out = []
     for root, _dirs, files in os.walk(_local(location)):
         for name in files:
+            path = os.path.join(root, name)
             try:
-                total += os.stat(os.path.join(root, name)).st_size
+                st = os.stat(path)
             except OSError:  # deleted while listing (expiry, orphan removal)
-                pass
-    return total
+                continue
+            out.append((path, int(st.st_size), st.st_mtime))
+    return out
+
+
+def storage_bytes(location: str, properties: dict[str, str] | None = None) -> int:
+    """Bytes under the table's location on storage: everything, referenced or not."""
+    return sum(size for _p, size, _m in list_storage(location, properties))
+
+
+#: Where the bytes on storage go (:func:`storage_profile`), in the order a reader should look at them.
+STORAGE_CLASSES = ("live", "current_metadata", "retained_history", "unreferenced_young", "unreferenced_old")
+
+
+def storage_profile(spark: Any, ref: str, location: str, orphan_age_s: float, now: float | None = None,
+                    properties: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
+    """Every file under the table's location, classified from the table's metadata tables: ``live`` (data
+    and delete files of the current snapshot), ``current_metadata`` (its manifests and manifest list, and the
+    metadata.json files of the log), ``retained_history`` (referenced only by older snapshots the retention keeps),
+    ``unreferenced_young`` (no metadata references it and it is younger than the orphan age: a commit's leftovers
+    waiting for orphan removal, or files of work in flight) and ``unreferenced_old``. Files and bytes per class."""
+    now = time.time() if now is None else now
+
+    def paths(sql: str) -> set[str]:
+        return {_key(str(r[0])) for r in spark.sql(sql).collect() if r[0] is not None}
+
+    current_files = paths(f"SELECT file_path FROM {ref}.files")
+    all_files = paths(f"SELECT file_path FROM {ref}.all_files")
+    current_manifests = paths(f"SELECT path FROM {ref}.manifests")
+    all_manifests = paths(f"SELECT path FROM {ref}.all_manifests")
+    current_id = spark.sql(f"SELECT snapshot_id FROM {ref}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
+    lists = {int(r[0]): _key(str(r[1]))
+             for r in spark.sql(f"SELECT snapshot_id, manifest_list FROM {ref}.snapshots").collect()}
+    head = spark.sql(f"SELECT snapshot_id FROM {ref}.refs WHERE name = 'main'").collect()
+    head_id = int(head[0][0]) if head else (int(current_id[0][0]) if current_id else None)
+    metadata_files = paths(f"SELECT file FROM {ref}.metadata_log_entries")
+    current_meta = current_manifests | metadata_files | ({lists[head_id]} if head_id in lists else set())
+    history = (all_files | all_manifests | set(lists.values())) - current_files - current_meta
+    out = {c: {"files": 0, "bytes": 0} for c in STORAGE_CLASSES}
+    for path, size, mtime in list_storage(location, properties):
+        if path in current_files:
+            cls = "live"
+        elif path in current_meta:
+            cls = "current_metadata"
+        elif path in history:
+            cls = "retained_history"
+        elif now - mtime < orphan_age_s:
+            cls = "unreferenced_young"
+        else:
+            cls = "unreferenced_old"
+        out[cls]["files"] += 1
+        out[cls]["bytes"] += size
+    return out
 
 
 def _checksum(spark: Any, ref: str, snapshot_id: int) -> tuple[int, int]:
@@ -163,13 +254,34 @@ class _Writer:
             raise RuntimeError(f"commit {commit_id}: {len(rows)} snapshot(s) carry its marker")
         return int(rows[0][0])
 
+    def preload(self) -> None:
+        """The compacted history: ``base_bytes`` of rows in the non-hot partitions, one large file each (one task
+        per partition), committed as the table's first snapshot (recorded like any commit)."""
+        cold = max(1, self.config.groups - self.config.hot_groups)
+        row_bytes = self.config.payload_bytes // 2 + 24  # hex of random bytes: ~half compresses away
+        per_group = max(1, self.config.base_bytes // row_bytes // cold)
+        rows = [row for g in range(cold) for row in self._rows(per_group, g)]
+        df = self.spark.createDataFrame(rows, "id bigint, grp int, v string").repartition(cold, "grp")
+        commit_id = uuid.uuid4().hex
+        df.sortWithinPartitions("grp").writeTo(self.ref).option(f"snapshot-property.{MARKER}", commit_id).append()
+        for i, g, v in rows:
+            self.model[i] = (g, v)
+        sid = self._snapshot_of(commit_id)
+        n, h = _checksum(self.spark, self.ref, sid)
+        self.report.commits.append({"t": time.time(), "snapshot_id": sid, "kind": "base", "rows": n, "checksum": h,
+                                    "model_rows": len(self.model), "latency_s": 0.0, "attempts": 1})
+        if n != len(self.model):
+            self.report.errors.append(f"base snapshot {sid} read {n} rows, the model holds {len(self.model)}")
+        self.log(f"msoak: base of {len(rows)} rows in {cold} partitions committed")
+
     def commit(self) -> None:
         from pyspark.sql import functions as F
 
         self.commit_no += 1
         commit_id = uuid.uuid4().hex
         upsert = self.commit_no % self.config.overwrite_every == 0
-        grp = self.rng.randrange(self.config.groups) if upsert else None
+        hot = max(1, min(self.config.hot_groups, self.config.groups))
+        grp = self.config.groups - 1 - self.rng.randrange(hot) if upsert else None
         rows = self._rows(self.config.rows_per_commit, grp)
         df = self.spark.createDataFrame(rows, "id bigint, grp int, v string")
         writer = df.writeTo(self.ref).option(f"snapshot-property.{MARKER}", commit_id)
@@ -194,11 +306,12 @@ class _Writer:
         for i, g, v in rows:
             self.model[i] = (g, v)
         sid = self._snapshot_of(commit_id)
-        n, h = _checksum(self.spark, self.ref, sid)
+        checked = upsert or self.commit_no % max(1, self.config.checksum_every) == 0
+        n, h = _checksum(self.spark, self.ref, sid) if checked else (None, None)
         self.report.commits.append({"t": time.time(), "snapshot_id": sid, "kind": "upsert" if upsert else "append",
                                     "rows": n, "checksum": h, "model_rows": len(self.model),
                                     "latency_s": round(latency, 3), "attempts": attempt})
-        if n != len(self.model):
+        if n is not None and n != len(self.model):
             self.report.errors.append(f"snapshot {sid} read {n} rows at commit time, the model holds {len(self.model)}")
 
 
@@ -230,12 +343,19 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
     report = MaintenanceSoakReport(config)
     cluster = start_cluster()
     spark = None
+    server = None
     saved_env = {k: os.environ.get(k) for k in ("ICECOMPACT_LEDGER_URL", "ICECOMPACT_HOME")}
     try:
-        catalog = CatalogConfig(f"ms{uuid.uuid4().hex[:8]}", {
-            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database("msoak_catalog")),
-            "warehouse": (workdir / "warehouse").as_uri()})
-        (workdir / "warehouse").mkdir(exist_ok=True)
+        if config.storage == "s3":
+            from compaction.testing.objectstore import start_object_store
+
+            server = start_object_store(workdir / "objectstore")
+            catalog = server.catalog(f"ms{uuid.uuid4().hex[:8]}")
+        else:
+            catalog = CatalogConfig(f"ms{uuid.uuid4().hex[:8]}", {
+                "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database("msoak_catalog")),
+                "warehouse": (workdir / "warehouse").as_uri()})
+            (workdir / "warehouse").mkdir(exist_ok=True)
         ledger_url = cluster.sqlalchemy_uri(cluster.create_database("msoak_ledger"))
         # The compaction jobs (spark-submit) and the ledger defaults read these.
         os.environ["ICECOMPACT_LEDGER_URL"] = ledger_url
@@ -248,7 +368,15 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
         spark.sql(f"CREATE TABLE {ref} (id bigint, grp int, v string) USING iceberg PARTITIONED BY (grp) "
                   f"TBLPROPERTIES ({props})")
         location = str(catalog.load().load_table(config.table).metadata.location)
+        if server is not None:
+            from compaction.testing.objectstore import DATA_FOLDER, TABLE_PROPERTIES
+
+            extra = {**TABLE_PROPERTIES, "write.data.path": f"{location.rstrip('/')}/{DATA_FOLDER}"}
+            spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ("
+                      + ", ".join(f"'{k}' = '{v}'" for k, v in extra.items()) + ")")  # our own constants
         writer = _Writer(spark, ref, config, report, log)
+        if config.base_bytes > 0:
+            writer.preload()
         ledger = Ledger.open(ledger_url)
         stop = threading.Event()
 
@@ -276,7 +404,7 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
                 "t": time.time(), "snapshots": s.snapshots, "metadata_file_bytes": s.metadata_file_bytes,
                 "manifests": s.manifests, "manifest_bytes": s.manifest_bytes,
                 "live_bytes": s.data_bytes + s.delete_bytes, "data_files": s.data_files,
-                "delete_files": s.delete_files, "storage_bytes": storage_bytes(location)})
+                "delete_files": s.delete_files, "storage_bytes": storage_bytes(location, catalog.properties)})
 
         threads = [
             threading.Thread(target=_loop, args=("compaction", config.compact_interval_s, stop, compact, report, log,
@@ -308,6 +436,8 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
         for t in threads:
             t.join(timeout=900)
         sample()  # the end state
+        report.checks["storage_profile"] = storage_profile(spark, ref, location, config.orphan_age_s,
+                                                           properties=catalog.properties)
         _final_checks(config, report, spark, ref, writer, log)
         ledger.close()
         return report
@@ -319,6 +449,8 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
                 os.environ[k] = v
         if spark is not None:
             spark.stop()
+        if server is not None:
+            server.stop()
         cluster.stop()
 
 
@@ -337,18 +469,21 @@ def _final_checks(config: MaintenanceSoakConfig, report: MaintenanceSoakReport, 
     # or a maintenance manifest rewrite's snapshot, the record of the writer's last snapshot among its ancestors.
     snaps = spark.sql(f"SELECT snapshot_id, parent_id, committed_at, operation FROM {ref}.snapshots").collect()
     by_id = {int(s["snapshot_id"]): s for s in snaps}
-    recorded = {c["snapshot_id"]: c for c in report.commits}
+    writer_snapshots = {c["snapshot_id"]: c for c in report.commits}
+    recorded = {k: c for k, c in writer_snapshots.items() if c.get("checksum") is not None}
 
     def expected(sid: int) -> dict[str, Any] | None:
+        """What ``sid`` must read: the record of the writer's last snapshot among its ancestors (itself included),
+        if the writer read that one at commit time (every ``checksum_every``-th commit)."""
         cur: int | None = sid
         while cur is not None:
-            if cur in recorded:
-                return recorded[cur]
+            if cur in writer_snapshots:
+                return recorded.get(cur)
             parent = by_id.get(cur)
             cur = None if parent is None or parent["parent_id"] is None else int(parent["parent_id"])
         return None
 
-    ordered = sorted(by_id, key=lambda s: by_id[s]["committed_at"])
+    ordered = [s for s in sorted(by_id, key=lambda s: by_id[s]["committed_at"]) if expected(s) is not None]
     step = max(1, len(ordered) // max(1, config.reread_max - 1))
     chosen = sorted(set(ordered[::step]) | {ordered[0], ordered[-1]}) if ordered else []
     checked, mismatches, unknown = [], [], []
@@ -368,7 +503,8 @@ def _final_checks(config: MaintenanceSoakConfig, report: MaintenanceSoakReport, 
         "in_table": len(by_id), "reread": len(checked), "mismatches": mismatches, "unknown": unknown,
         "oldest_retained": str(oldest), "detail": checked,
         "writer_snapshots_recorded": len(recorded),
-        "writer_snapshots_retained": sum(1 for s in by_id if s in recorded)}
+        "writer_snapshots_retained": sum(1 for s in by_id if s in writer_snapshots),
+        "checkable_retained": len(ordered)}
     log(f"msoak: rows {report.checks['rows']}; re-read {len(checked)} retained snapshot(s), "
         f"{len(mismatches)} mismatch(es)")
 
@@ -452,9 +588,13 @@ def chart(report: MaintenanceSoakReport, path: Path) -> None:
 
 def render(report: MaintenanceSoakReport, goals: dict[str, dict[str, Any]]) -> str:
     c = report.config
-    lines = [f"maintenance soak: {c.duration_s / 60:.1f} min, v{c.format_version}, PostgreSQL catalog + ledger; writer "
+    where = ("REST catalog + S3 (SeaweedFS), ledger on PostgreSQL" if c.storage == "s3"
+             else "PostgreSQL catalog + ledger, local warehouse")
+    lines = [f"maintenance soak: {c.duration_s / 60:.1f} min, v{c.format_version}, {where}; writer "
              f"every {c.commit_interval_s:.0f} s ({c.rows_per_commit} rows of ~{c.payload_bytes} B, an upsert every "
-             f"{c.overwrite_every}), "
+             f"{c.overwrite_every} replacing {'the last partition' if c.hot_groups == 1 else f'one of {c.hot_groups} hot partitions'} of {c.groups}), "
+             f"starting from {c.base_bytes / 2**20:.0f} MiB of compacted history, target file size "
+             f"{c.target_file_size_bytes / 2**20:.0f} MiB (fragments < 1/{c.fragment_ratio}), "
              f"compaction every {c.compact_interval_s:.0f} s, maintenance every {c.maintain_interval_s:.0f} s, "
              f"retention {c.retention_s:.0f} s, orphans older than {c.orphan_age_s:.0f} s",
              f"writer commits {len(report.commits)}, compaction runs {len(report.compactions)} "
@@ -472,6 +612,13 @@ def render(report: MaintenanceSoakReport, goals: dict[str, dict[str, Any]]) -> s
             agg[2] += int(a["bytes_removed"] or 0)
     for action, (n, files, b) in removed.items():
         lines.append(f"  {action}: {n} run(s), {files} file(s), {b / 1e6:.2f} MB removed")
+    profile = report.checks.get("storage_profile")
+    if profile:
+        total = sum(v["bytes"] for v in profile.values()) or 1
+        lines.append("  storage at the end, by what references it (files, MB, share):")
+        for cls in STORAGE_CLASSES:
+            v = profile.get(cls, {"files": 0, "bytes": 0})
+            lines.append(f"    {cls:<20} {v['files']:>6} {v['bytes'] / 1e6:>9.2f} {v['bytes'] / total * 100:>5.1f} %")
     for e in report.errors[:10]:
         lines.append(f"  error: {e}")
     return "\n".join(lines) + "\n"
@@ -494,4 +641,4 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 __all__ = ["MaintenanceSoakConfig", "MaintenanceSoakReport", "run_maintenance_soak", "evaluate", "chart", "render",
-           "storage_bytes"]
+           "storage_bytes", "storage_profile", "STORAGE_CLASSES"]
