@@ -282,3 +282,30 @@ def test_manifest_rewrite_that_races_a_commit_is_retried_on_the_new_table(  # ty
     assert retry_on_manifest_conflict(always_stale, lambda: None, attempts=3, pause_s=lambda _n: 0.0)[:2] == (None, 3)
     with pytest.raises(RuntimeError, match="other"):
         retry_on_manifest_conflict(lambda: (_ for _ in ()).throw(RuntimeError("other failure")), lambda: None)
+
+
+def test_storage_profile_classifies_every_file_by_what_references_it(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig) -> None:
+    """The maintenance soak's breakdown of storage: the current snapshot's files are live, files only an older
+    snapshot references are retained history, and an unreferenced file is young or old by the orphan age."""
+    from compaction.testing.maintenance_soak import STORAGE_CLASSES, list_storage, storage_profile
+
+    ref = f"{sqlite_catalog.name}.mt.profile"
+    spark.sql(f"CREATE TABLE {ref} (id bigint, grp int) USING iceberg PARTITIONED BY (grp) "
+              "TBLPROPERTIES ('format-version' = '2')")
+    spark.sql(f"INSERT INTO {ref} VALUES (1, 0), (2, 1)")
+    spark.sql(f"INSERT INTO {ref} VALUES (3, 0)")
+    replaced = {str(local(r[0])) for r in spark.sql(f"SELECT file_path FROM {ref}.files WHERE partition.grp = 0").collect()}
+    spark.sql(f"INSERT OVERWRITE {ref} PARTITION (grp = 0) VALUES (4)")  # grp=0's two files: history only now
+    location = str(sqlite_catalog.load().load_table("mt.profile").metadata.location)
+    old = _plant_orphan(location, age_s=7200)
+    young = _plant_orphan(location, age_s=0)
+    profile = storage_profile(spark, ref, location, orphan_age_s=3600)
+    assert set(profile) == set(STORAGE_CLASSES)
+    current = {str(local(r[0])): int(r[1]) for r in spark.sql(f"SELECT file_path, file_size_in_bytes FROM {ref}.files").collect()}
+    assert profile["live"] == {"files": len(current), "bytes": sum(current.values())}
+    sizes = {p: b for p, b, _m in list_storage(location)}
+    assert profile["unreferenced_old"] == {"files": 1, "bytes": sizes[str(old)]}
+    assert profile["unreferenced_young"]["files"] >= 1 and str(young) in sizes
+    assert profile["retained_history"]["bytes"] >= sum(sizes[p] for p in replaced)
+    assert sum(v["bytes"] for v in profile.values()) == sum(sizes.values())
