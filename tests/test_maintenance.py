@@ -309,3 +309,35 @@ def test_storage_profile_classifies_every_file_by_what_references_it(  # type: i
     assert profile["unreferenced_young"]["files"] >= 1 and str(young) in sizes
     assert profile["retained_history"]["bytes"] >= sum(sizes[p] for p in replaced)
     assert sum(v["bytes"] for v in profile.values()) == sum(sizes.values())
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_expiry_on_the_driver_removes_what_the_spark_action_removes(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, tmp_path: Path, version: int) -> None:
+    """Two identical tables (same seeded workload): one expired by Iceberg's Spark action, the other by the table
+    API on the driver (what large histories get): the same snapshots go, the same files by kind, the rows stay."""
+    spec = WorkloadSpec(seed=61 + version, format_version=version, partitioning="days_ts", commits=4,
+                        rows_per_commit=20)
+    results = {}
+    for executor, threshold in (("spark", 10**9), ("driver", 0)):
+        work = generate(spark, sqlite_catalog, f"mt.exp{executor}{version}", spec)
+        name = ".".join(work.identifier)
+        _, table = py_load_table(sqlite_catalog, name)
+        before = read_table(table)
+        with _ledger(tmp_path) as ledger:
+            report = maintain_table(sqlite_catalog, name, spark=spark, ledger=ledger, overrides={
+                "max_snapshot_age_ms": 1, "min_snapshots_to_keep": 1, "rewrite_manifests_enabled": False,
+                "expire_driver_min_snapshots": threshold})
+        [result] = report.results
+        assert result.status == "succeeded" and result.detail["executor"] == executor, result.to_dict()
+        _, table = py_load_table(sqlite_catalog, name)
+        assert len(table.metadata.snapshots) == 1
+        assert read_table(table).rows == before.rows == work.expected_rows
+        results[executor] = result
+    spark_detail, driver_detail = results["spark"].detail, results["driver"].detail
+    assert driver_detail["snapshots_expired"] == spark_detail["snapshots_expired"] > 0
+    assert driver_detail["data_and_delete_files"] == (spark_detail["data_files"] + spark_detail["position_delete_files"]
+                                                      + spark_detail["equality_delete_files"])
+    assert (driver_detail["manifests"], driver_detail["manifest_lists"]) == (
+        spark_detail["manifests"], spark_detail["manifest_lists"])
+    assert results["driver"].files_removed == results["spark"].files_removed > 0

@@ -60,6 +60,8 @@ __all__ = [
     "EXPIRE_ENABLED_DEFAULT",
     "REWRITE_MANIFESTS_ENABLED",
     "REWRITE_MANIFESTS_ENABLED_DEFAULT",
+    "EXPIRE_DRIVER_MIN_SNAPSHOTS",
+    "EXPIRE_DRIVER_MIN_SNAPSHOTS_DEFAULT",
     "REWRITE_MANIFESTS_SMALL_COUNT",
     "REWRITE_MANIFESTS_SMALL_COUNT_DEFAULT",
     "SMALL_MANIFEST_TARGET_FRACTION",
@@ -110,6 +112,13 @@ MAINTENANCE_ENABLED_DEFAULT = True
 #: Expire snapshots by the table's retention (the history.expire.* keys above).
 EXPIRE_ENABLED = "compaction.maintenance.expire-snapshots.enabled"
 EXPIRE_ENABLED_DEFAULT = True
+#: Expire with Iceberg's table API on the driver (``RemoveSnapshots`` with its own file clean-up, on Iceberg's
+#: worker pool) when at least this many snapshots expire; fewer go through the Spark action. The Spark action
+#: ships the table, with every snapshot of its metadata, to each of its tasks: at 100,000 snapshots (an 87 MB
+#: metadata file) Iceberg's ``expire_snapshots`` procedure ran for more than an hour deserializing it. ``0``: always
+#: the driver.
+EXPIRE_DRIVER_MIN_SNAPSHOTS = "compaction.maintenance.expire-snapshots.driver-min-snapshots"
+EXPIRE_DRIVER_MIN_SNAPSHOTS_DEFAULT = 1000
 #: Rewrite the current snapshot's manifests when they pile up.
 REWRITE_MANIFESTS_ENABLED = "compaction.maintenance.rewrite-manifests.enabled"
 REWRITE_MANIFESTS_ENABLED_DEFAULT = True
@@ -171,6 +180,7 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("gc_enabled", GC_ENABLED, _parse_bool, _no_check),
     _Knob("enabled", MAINTENANCE_ENABLED, _parse_bool, _no_check),
     _Knob("expire_enabled", EXPIRE_ENABLED, _parse_bool, _no_check),
+    _Knob("expire_driver_min_snapshots", EXPIRE_DRIVER_MIN_SNAPSHOTS, _parse_int, _at_least(0)),
     _Knob("rewrite_manifests_enabled", REWRITE_MANIFESTS_ENABLED, _parse_bool, _no_check),
     _Knob("rewrite_manifests_small_count", REWRITE_MANIFESTS_SMALL_COUNT, _parse_int, _at_least(2)),
     _Knob("orphans_enabled", ORPHANS_ENABLED, _parse_bool, _no_check),
@@ -204,6 +214,7 @@ class MaintenancePolicy:
     gc_enabled: bool = GC_ENABLED_DEFAULT
     enabled: bool = MAINTENANCE_ENABLED_DEFAULT
     expire_enabled: bool = EXPIRE_ENABLED_DEFAULT
+    expire_driver_min_snapshots: int = EXPIRE_DRIVER_MIN_SNAPSHOTS_DEFAULT
     rewrite_manifests_enabled: bool = REWRITE_MANIFESTS_ENABLED_DEFAULT
     rewrite_manifests_small_count: int = REWRITE_MANIFESTS_SMALL_COUNT_DEFAULT
     orphans_enabled: bool = ORPHANS_ENABLED_DEFAULT

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "OK_STATUSES", "execute_plan", "list_files",
-           "is_manifest_conflict", "retry_on_manifest_conflict"]
+           "is_manifest_conflict", "retry_on_manifest_conflict", "classify_removed"]
 
 
 class OrphanSafetyError(MaintenanceError):
@@ -159,6 +159,27 @@ def _jmap(spark: SparkSession, pairs: tuple[tuple[str, str], ...]) -> Any:
     return m
 
 
+def classify_removed(paths: set[str], location: str) -> dict[str, int]:
+    """Counts of removed files by kind, from their names (Iceberg's naming): under the table's ``metadata/``,
+    ``snap-*.avro`` manifest lists, other ``.avro`` manifests, ``.stats``/``.puffin`` statistics, ``.metadata.json``
+    metadata files (deleted by commits, not by the expiry: kept apart); anything else is a data or delete file."""
+    out = {"data_and_delete_files": 0, "manifests": 0, "manifest_lists": 0, "statistics_files": 0,
+           "metadata_files": 0}
+    root = location.rstrip("/") + "/"
+    for path in paths:
+        relative = path[len(root):] if path.startswith(root) else path
+        name = relative.rsplit("/", 1)[-1]
+        if name.endswith(".metadata.json") or name.endswith(".metadata.json.gz"):
+            out["metadata_files"] += 1
+        elif "metadata/" in relative and name.endswith(".avro"):
+            out["manifest_lists" if name.startswith("snap-") else "manifests"] += 1
+        elif "metadata/" in relative and name.endswith((".stats", ".puffin")):
+            out["statistics_files"] += 1
+        else:
+            out["data_and_delete_files"] += 1
+    return out
+
+
 def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionResult:
     assert plan.expire_older_than_ms is not None
     started = time.monotonic()
@@ -178,24 +199,49 @@ def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionRes
     before = _sizes(spark, location, table)
     timings["listing_before_s"] = time.monotonic() - t
     t = time.monotonic()
-    actions = jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-    result = actions.expireSnapshots(table).expireOlderThan(plan.expire_older_than_ms) \
-        .retainLast(plan.retain_last).execute()
+    j = jvm(spark)
+    on_driver = len(would_remove) >= plan.policy.expire_driver_min_snapshots
+    if on_driver:
+        # Iceberg's RemoveSnapshots with its own clean-up (ReachableFileCleanup / IncrementalFileCleanup), manifest
+        # lists read and files deleted on Iceberg's worker pool: the metadata is read once, not shipped to every
+        # Spark task (what makes the action crawl on a table of 100,000 snapshots).
+        #
+        # Naming the snapshots (the preview's) makes RemoveSnapshots clean up by reachability, as the Spark action
+        # does: a file is deleted only when no retained snapshot references its path. Left to itself on a table with
+        # only `main` it picks IncrementalFileCleanup, which deletes the file of every entry an expired snapshot
+        # removed, and a v3 deletion-vector Puffin file holds the DVs of several data files: when one of them was
+        # replaced, the file went while the others' DVs were live (test_expiry_on_the_driver_removes_what_the_
+        # spark_action_removes[3] read a deleted .puffin).
+        pool = j.org.apache.iceberg.util.ThreadPools.getWorkerPool()
+        update = table.expireSnapshots()
+        for snapshot_id in sorted(would_remove):
+            update = update.expireSnapshotId(snapshot_id)
+        update.expireOlderThan(plan.expire_older_than_ms).retainLast(plan.retain_last) \
+            .cleanExpiredFiles(True).planWith(pool).executeDeleteWith(pool).commit()
+        result = None
+    else:
+        actions = j.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+        result = actions.expireSnapshots(table).expireOlderThan(plan.expire_older_than_ms) \
+            .retainLast(plan.retain_last).execute()
     timings["action_s"] = time.monotonic() - t
     t = time.monotonic()
     after = _sizes(spark, location, table)
     timings["listing_after_s"] = time.monotonic() - t
     gone = set(before) - set(after)
-    detail = {
-        "snapshots_expired": len(would_remove),
-        "data_files": int(result.deletedDataFilesCount()),
-        "position_delete_files": int(result.deletedPositionDeleteFilesCount()),
-        "equality_delete_files": int(result.deletedEqualityDeleteFilesCount()),
-        "manifests": int(result.deletedManifestsCount()),
-        "manifest_lists": int(result.deletedManifestListsCount()),
-        "statistics_files": int(result.deletedStatisticsFilesCount()),
-    }
-    files = sum(v for k, v in detail.items() if k != "snapshots_expired")
+    if result is not None:
+        detail: dict[str, Any] = {
+            "snapshots_expired": len(would_remove), "executor": "spark",
+            "data_files": int(result.deletedDataFilesCount()),
+            "position_delete_files": int(result.deletedPositionDeleteFilesCount()),
+            "equality_delete_files": int(result.deletedEqualityDeleteFilesCount()),
+            "manifests": int(result.deletedManifestsCount()),
+            "manifest_lists": int(result.deletedManifestListsCount()),
+            "statistics_files": int(result.deletedStatisticsFilesCount()),
+        }
+    else:
+        # The table API returns no counts: what it deleted is what the listings say disappeared.
+        detail = {"snapshots_expired": len(would_remove), "executor": "driver", **classify_removed(gone, location)}
+    files = sum(v for k, v in detail.items() if k not in ("snapshots_expired", "executor", "metadata_files"))
     detail["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
     return ActionResult(MaintenanceAction.EXPIRE_SNAPSHOTS, "succeeded", files_removed=files,
                         bytes_removed=sum(before[p] for p in gone), detail=detail)
