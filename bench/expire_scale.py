@@ -253,8 +253,9 @@ def run_ours(spark: Any, catalog: Any, table: str, overrides: dict[str, Any], le
 
 def run_call(spark: Any, catalog: Any, table: str, older_than_ms: int, retain_last: int,
              timeout_s: float | None = None) -> dict[str, Any]:
-    """The CALL; with ``timeout_s``, its Spark jobs are cancelled after that long (``{"cancelled_after_s": ...}``:
-    Iceberg's action commits only after its first job, so a cancelled CALL changed nothing)."""
+    """The CALL; with ``timeout_s``, its Spark jobs are cancelled after that long (``{"cancelled_after_s": ...}``).
+    Iceberg's action commits the expiry after its first Spark job and deletes files after that: a CALL cancelled
+    late may have committed and left the files it had not deleted yet (``after`` in the report shows it)."""
     ts = _dt.datetime.fromtimestamp(older_than_ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     timer = None
     cancelled = threading.Event()
@@ -331,6 +332,12 @@ def render(r: dict[str, Any]) -> str:
               f"ours removed: {r['ours']['detail']} ({_mb(r['ours']['bytes_removed'])})",
               f"call removed: {r['call']}", f"after: ours {r['after']['ours']}", f"       call {r['after']['call']}",
               ""]
+    if r.get("ratio_is_upper_bound"):
+        c = r["after"]["call"]
+        lines += [f"the CALL, cancelled after {r['call']['cancelled_after_s']:.0f} s: its table has {c['snapshots']:,} "
+                  f"snapshot(s) and {c['files']['metadata']:,} metadata files left ("
+                  + ("it had committed the expiry and was still deleting the expired files)" if c["snapshots"] == 1
+                     else "it had not committed)"), ""]
     for name, g in r["goals"].items():
         lines.append(f"  {'MET    ' if g['met'] else 'NOT MET'}  {name}: {g['text']}")
     return "\n".join(lines) + "\n"
@@ -338,6 +345,7 @@ def render(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--from-json", type=Path, default=None, help="render a stored result again (no run)")
     ap.add_argument("--snapshots", type=int, default=100_000, help="snapshots of the table (default 100,000)")
     ap.add_argument("--real-commits", type=int, default=20)
     ap.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY)
@@ -350,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     ap.add_argument("--note", action="append", default=[], help="a note for the txt (repeatable)")
     args = ap.parse_args(argv)
+    if args.from_json:
+        text = render(json.loads(args.from_json.read_text()))
+        print(text)
+        args.output.with_suffix(".txt").write_text(text)
+        return 0
 
     from compaction.catalog import CatalogConfig
     from compaction.spark.session import SparkSettings, build_session
