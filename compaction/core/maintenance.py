@@ -321,6 +321,15 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _expiry_executor(expiring: int, policy: MaintenancePolicy) -> str:
+    """Where the executor will run the expiry (compaction/spark/maintenance.py decides the same from the live
+    preview): Iceberg's Spark action ships the whole metadata to every task, so large histories go to the driver."""
+    if expiring >= policy.expire_driver_min_snapshots:
+        return (f"on the driver ({expiring} >= expire-snapshots.driver-min-snapshots="
+                f"{policy.expire_driver_min_snapshots})")
+    return "with the Spark action"
+
+
 def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _dt.datetime) -> MaintenancePlan:
     """Decide every maintenance action for ``state`` at ``now`` (see the module docstring for the rules)."""
     if now.tzinfo is None:
@@ -406,8 +415,8 @@ def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _d
             refs_note = f"; ref(s) past max-ref-age dropped: {', '.join(sorted(dropped_refs))}" if dropped_refs else ""
             decisions.append(MaintenanceDecision(
                 MaintenanceAction.EXPIRE_SNAPSHOTS, True,
-                f"{len(expired)} of {len(state.snapshots)} snapshot(s) past retention ({retention}) -> expire{moved}"
-                f"{refs_note}", metrics))
+                f"{len(expired)} of {len(state.snapshots)} snapshot(s) past retention ({retention}) -> expire "
+                f"{_expiry_executor(len(expired), policy)}{moved}{refs_note}", metrics))
 
     # -- rewrite manifests ------------------------------------------------------------------------------------
     small = stats["small_manifests"]

@@ -65,7 +65,10 @@ def test_expires_by_age_beyond_min_snapshots() -> None:
     d = plan.decision(A.EXPIRE_SNAPSHOTS)
     assert d.run and plan.expected_expired_snapshot_ids == (1, 2, 3, 4, 5)
     assert plan.expire_older_than_ms == NOW_MS - 5 * HOUR
-    assert "5 of 10 snapshot(s) past retention" in d.reason
+    assert "5 of 10 snapshot(s) past retention" in d.reason and "with the Spark action" in d.reason
+    # a large history is expired on the driver (the Spark action ships the whole metadata to every task)
+    big = plan_maintenance(state(snaps), policy(max_snapshot_age_ms=5 * HOUR, expire_driver_min_snapshots=5), NOW)
+    assert "on the driver (5 >= expire-snapshots.driver-min-snapshots=5)" in big.decision(A.EXPIRE_SNAPSHOTS).reason
     # min-snapshots-to-keep wins over age
     plan = plan_maintenance(state(snaps), policy(max_snapshot_age_ms=1, min_snapshots_to_keep=8), NOW)
     assert plan.expected_expired_snapshot_ids == (1, 2)
