@@ -61,7 +61,8 @@ class MaintenanceAction(str, enum.Enum):
     EXPIRE_SNAPSHOTS = "expire_snapshots"
     REWRITE_MANIFESTS = "rewrite_manifests"
     DELETE_ORPHAN_FILES = "delete_orphan_files"
-    #: Advisory only: the metadata.json file and its log (Iceberg trims them on commit).
+    #: Metadata files (``*.metadata.json``) older than the whole metadata log, when the table asks for them to be
+    #: deleted (``write.metadata.delete-after-commit.enabled``) and the catalog has not (REST servers may not).
     METADATA_FILES = "metadata_files"
 
 
@@ -453,16 +454,23 @@ def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _d
         decisions.append(MaintenanceDecision(MaintenanceAction.DELETE_ORPHAN_FILES, True,
                                              reason + " -> delete orphan files", {"older_than_ms": orphan_cutoff}))
 
-    # -- metadata files (advisory) ----------------------------------------------------------------------------
+    # -- metadata files --------------------------------------------------------------------------------------
     size = "unknown size" if state.metadata_file_bytes is None else _bytes(state.metadata_file_bytes)
-    trim = ("deleted on commit (write.metadata.delete-after-commit.enabled=true)" if policy.metadata_delete_after_commit
-            else "kept on storage when they leave the log (write.metadata.delete-after-commit.enabled=false; "
-                 "orphan removal deletes them)")
-    decisions.append(MaintenanceDecision(
-        MaintenanceAction.METADATA_FILES, False,
-        f"metadata file {size}, {state.metadata_log_entries} previous version(s) in the log "
-        f"(write.metadata.previous-versions-max={policy.metadata_previous_versions_max}); older ones are {trim}; "
-        "expiry shrinks the file", {"metadata_log_entries": state.metadata_log_entries}))
+    log = (f"metadata file {size}, {state.metadata_log_entries} previous version(s) in the log "
+           f"(write.metadata.previous-versions-max={policy.metadata_previous_versions_max}); expiry shrinks the file")
+    if off_all or no_gc or not policy.metadata_delete_after_commit:
+        why = off_all or no_gc or ("older versions are kept on storage when they leave the log "
+                                   "(write.metadata.delete-after-commit.enabled=false; orphan removal deletes them)")
+        decisions.append(MaintenanceDecision(MaintenanceAction.METADATA_FILES, False, f"{log}; {why}",
+                                             {"metadata_log_entries": state.metadata_log_entries}))
+    else:
+        # Iceberg's own catalogs delete a version when it leaves the log (delete-after-commit); a REST catalog's
+        # server writes the metadata files and may not (SeaweedFS keeps every version). Versions older than the
+        # whole log are what such a commit would have deleted.
+        decisions.append(MaintenanceDecision(
+            MaintenanceAction.METADATA_FILES, True,
+            f"{log}; write.metadata.delete-after-commit.enabled=true -> delete the versions that left the log "
+            "(where the catalog has not)", {"metadata_log_entries": state.metadata_log_entries}))
 
     plan = MaintenancePlan(
         plan_id="", table=state.table, created_at=now.astimezone(_dt.timezone.utc),

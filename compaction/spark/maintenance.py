@@ -24,6 +24,7 @@ before and after it (writers only add files, so what disappeared is what the exp
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "OK_STATUSES", "execute_plan", "list_files",
-           "is_manifest_conflict", "retry_on_manifest_conflict", "classify_removed"]
+           "is_manifest_conflict", "retry_on_manifest_conflict", "classify_removed", "metadata_version",
+           "dropped_metadata_files"]
 
 
 class OrphanSafetyError(MaintenanceError):
@@ -351,6 +353,57 @@ def _delete_orphans(spark: SparkSession, table: Any, plan: MaintenancePlan) -> A
         listing.unpersist()
 
 
+_METADATA_VERSION = re.compile(r"^v?(\d+)(?:-[^/]*?)?(?:\.gz)?\.metadata\.json(?:\.gz)?$")
+
+
+def metadata_version(name: str) -> int | None:
+    """The version number in a metadata file's name: ``00012-<uuid>.metadata.json`` (Iceberg's catalogs),
+    ``v12.metadata.json`` (Hadoop tables, some REST servers); ``None`` for any other name (never deleted)."""
+    m = _METADATA_VERSION.match(name)
+    return int(m.group(1)) if m else None
+
+
+def dropped_metadata_files(listed: list[str], current: str, log: list[str]) -> list[str]:
+    """Of the metadata files ``listed`` (paths), those older than the whole metadata log: a version number lower
+    than every version of the log and the current file. A commit in flight writes a *higher* version, and a file
+    whose name carries no version is never chosen. Compared by name: every version lives in one metadata folder,
+    whatever spelling of the folder (``file:/x`` vs ``file:///x``) a listing gives."""
+    kept = {p.rsplit("/", 1)[-1] for p in [current, *log]}
+    kept_versions = [v for v in (metadata_version(n) for n in kept) if v is not None]
+    if not kept_versions:
+        return []
+    oldest_kept = min(kept_versions)
+    out = []
+    for path in listed:
+        name = path.rsplit("/", 1)[-1]
+        version = metadata_version(name)
+        if name not in kept and version is not None and version < oldest_kept:
+            out.append(path)
+    return sorted(out)
+
+
+def _delete_dropped_metadata(spark: SparkSession, table: Any) -> ActionResult:
+    table.refresh()
+    metadata = table.operations().current()
+    current = str(metadata.metadataFileLocation())
+    log = [str(e.file()) for e in metadata.previousFiles()]
+    folder = current.rsplit("/", 1)[0]
+    listing = {r.file_path: int(r.length)
+               for r in list_files(spark, _qualified(spark, folder), table).select("file_path", "length").collect()}
+    doomed = dropped_metadata_files(list(listing), current, log)
+    io = table.io()
+    deleted = []
+    for path in doomed:
+        try:
+            io.deleteFile(path)
+            deleted.append(path)
+        except Exception:  # noqa: BLE001 - py4j: already gone (a commit deleted it meanwhile) or not deletable now
+            continue
+    return ActionResult(MaintenanceAction.METADATA_FILES, "succeeded", files_removed=len(deleted),
+                        bytes_removed=sum(listing[p] for p in deleted),
+                        detail={"log_entries": len(log), "sample": [p.rsplit("/", 1)[-1] for p in deleted[:20]]})
+
+
 def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
                  progress: Callable[[str], None] = lambda _m: None) -> list[ActionResult]:
     """Run the plan's actions in order (expire, rewrite manifests, delete orphans). An action that fails or is
@@ -372,6 +425,8 @@ def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
                 result = _rewrite_manifests(spark, table)
             elif action is MaintenanceAction.DELETE_ORPHAN_FILES:
                 result = _delete_orphans(spark, table, plan)
+            elif action is MaintenanceAction.METADATA_FILES:
+                result = _delete_dropped_metadata(spark, table)
             else:
                 continue
         except OrphanSafetyError as e:

@@ -237,7 +237,11 @@ FILTERS = {  # projected forms of row filters on an identity partition field f o
 @given(
     t=tables(),
     mode=st.sampled_from(list(CompactionMode)),
-    now=st.datetimes(timezones=st.one_of(st.none(), st.timezones())),
+    # Any zone, but not the first or last day of the calendar: datetime(1, 1, 1) at +02:35 has no UTC time
+    # (OverflowError), and which zone a derandomized run draws depends on which zones earlier tests loaded
+    # (test_plan.py alone drew Africa/Addis_Ababa at year 1; the whole tests/core did not).
+    now=st.datetimes(min_value=dt.datetime(1900, 1, 2), max_value=dt.datetime(9999, 12, 30),
+                     timezones=st.one_of(st.none(), st.timezones())),
     par=st.integers(1, 3),
     filt=st.sampled_from([None, "f is not null", "f in (1, 2) and f != 2"]),
 )

@@ -51,3 +51,48 @@ def test_every_maintenance_action_on_rest_and_s3(spark, rest_catalog: CatalogCon
     after = read_table(after_table)
     assert after.rows == before.rows
     assert spark_rows(spark, workload.table) == before.rows
+
+
+def test_metadata_versions_that_left_the_log_are_deleted_where_the_rest_server_kept_them(  # type: ignore[no-untyped-def]
+        spark, rest_catalog: CatalogConfig, tmp_path: Path) -> None:
+    """SeaweedFS's REST server writes every metadata version (v1.metadata.json, v2, ...) and keeps them all, although
+    the table asks for the ones leaving the log to be deleted (write.metadata.delete-after-commit.enabled): storage
+    grows by a metadata file per commit. Maintenance deletes the versions older than the whole log, keeps the log
+    and the current one, and the table reads the same."""
+    from compaction.spark.maintenance import dropped_metadata_files, metadata_version
+
+    ref = f"{rest_catalog.name}.s3meta.t"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {rest_catalog.name}.s3meta")
+    spark.sql(f"CREATE TABLE {ref} (id bigint, g int) USING iceberg TBLPROPERTIES ("
+              "'write.metadata.previous-versions-max' = '2', 'write.metadata.delete-after-commit.enabled' = 'true')")
+    for i in range(6):
+        spark.sql(f"INSERT INTO {ref} VALUES ({i}, {i % 2})")
+    table = rest_catalog.load().load_table(("s3meta", "t"))
+    folder = table.metadata_location.rsplit("/", 1)[0]
+    log = [e.metadata_file for e in table.metadata.metadata_log]
+    kept = {table.metadata_location, *log}
+    versions_before = sorted(p for p in _metadata_files(table, folder))
+    stale = dropped_metadata_files(versions_before, table.metadata_location, log)
+    assert len(log) == 2 and len(stale) >= 4, versions_before  # the server kept what left the log
+    before = sorted(r[0] for r in spark.sql(f"SELECT id FROM {ref}").collect())
+    with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        report = maintain_table(rest_catalog, "s3meta.t", spark=spark, ledger=ledger, overrides={
+            "expire_enabled": False, "rewrite_manifests_enabled": False})
+    assert report.plan.actions == (A.METADATA_FILES,), report.plan.to_json()
+    [result] = report.results
+    assert result.status == "succeeded" and result.files_removed == len(stale) and (result.bytes_removed or 0) > 0
+    left = set(_metadata_files(table, folder))
+    assert left == set(versions_before) - set(stale) and kept <= left
+    oldest_kept = min(metadata_version(p.rsplit("/", 1)[-1]) or 0 for p in kept)
+    assert all((metadata_version(p.rsplit("/", 1)[-1]) or 0) >= oldest_kept for p in left)
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {ref}").collect()) == before == list(range(6))
+
+
+def _metadata_files(table, folder: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The metadata.json files in the table's metadata folder, listed with pyarrow through the table's FileIO."""
+    from pyarrow import fs
+
+    scheme, rest = folder.split("://", 1)
+    filesystem = table.io.fs_by_scheme(scheme, rest.split("/", 1)[0])
+    infos = filesystem.get_file_info(fs.FileSelector(rest, recursive=False))
+    return [f"{scheme}://{i.path}" for i in infos if i.path.endswith(".metadata.json")]
