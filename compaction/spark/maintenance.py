@@ -18,6 +18,13 @@
   the policy (Iceberg already counts ``s3n``/``s3a`` as ``s3``). Locations go through Hadoop ``Path``, which
   normalizes a trailing or doubled slash.
 
+* **Metadata versions** that left the metadata log (``write.metadata.delete-after-commit.enabled`` tables only): the
+  versions numbered below every version of the log, which Iceberg's own catalogs delete on commit and a REST
+  server may keep (:func:`dropped_metadata_files`).
+
+Large expiries (``expire-snapshots.driver-min-snapshots``) run Iceberg's table API on the driver instead of the Spark
+action; locations Hadoop cannot list (``s3://`` with S3FileIO) are listed through the table's FileIO.
+
 Files and bytes removed by the expiry are measured as the difference between a listing of the table location
 before and after it (writers only add files, so what disappeared is what the expiry deleted).
 """
