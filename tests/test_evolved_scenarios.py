@@ -51,9 +51,14 @@ from compaction.testing.oracle import OracleResult, read_table, rows_diff, spark
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 #: Seeds chosen so that together they cover the scenario space (checked by test_seeds_cover_the_scenario_space).
 SEEDS = [5, 3, 18, 1]
-MODES = ("auto", "minor", "major", "major_full")
+MODES = ("auto", "minor", "major", "major_full", "major_sort", "major_zorder")
 _MODE = {"auto": CompactionMode.AUTO, "minor": CompactionMode.MINOR, "major": CompactionMode.MAJOR,
-         "major_full": CompactionMode.MAJOR}
+         "major_full": CompactionMode.MAJOR, "major_sort": CompactionMode.MAJOR, "major_zorder": CompactionMode.MAJOR}
+#: The clustering strategies (issue 25) on columns that were renamed / widened and a partition source: every MAJOR
+#: of theirs is a full rewrite of its partitions.
+_LAYOUT = {"major_sort": {"major_strategy": "sort", "major_sort_columns": "qty DESC NULLS LAST, key_id"},
+           "major_zorder": {"major_strategy": "zorder", "major_sort_columns": "qty, ts"}}
+_FULL = ("major_full", "major_sort", "major_zorder")
 
 
 def _spec(seed: int) -> EvolutionSpec:
@@ -184,8 +189,9 @@ def _compact(spark: Any, catalog: CatalogConfig, name: str, mode: str, level: Va
     overrides: dict[str, object] = {"target_file_size_bytes": 8 * median, "min_file_size_bytes": median}
     if mode == "major_full":
         overrides["major_full_rewrite"] = True
+    overrides.update(_LAYOUT.get(mode, {}))
     the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), _MODE[mode], NOW)
-    if mode == "major_full":
+    if mode in _FULL:
         assert all(t.full_rewrite for t in the_plan.tasks)
     outcomes = [p for g in the_plan.groups
                 for p in run_group(spark, the_plan, g.group_id, level=level).partitions]
@@ -242,7 +248,7 @@ def test_compaction_on_evolved_table(spark, evolved_catalog: CatalogConfig, scen
     spark_after = spark_rows(spark, ref)
     assert spark_after == before.rows, f"[{label}] Spark:\n" + rows_diff(before.rows, spark_after)
 
-    if mode == "major_full":
+    if mode in _FULL:
         assert not after.applicable_deletes, \
             f"[{label}] deletes apply after a full rewrite (spec rule):\n{_describe_applicable(after)}"
         applied = iceberg_applied_deletes(spark, ref)

@@ -41,7 +41,9 @@ Mode ``auto`` applies, in order (first match wins):
 Mode ``major`` gives MAJOR to every partition with any delete file or >= 2 small files; mode ``minor`` gives MINOR
 to every partition with a mergeable delete file or >= 2 fragment files; other partitions get NONE. A MAJOR is a
 *full* rewrite (``CompactionTask.full_rewrite``) under ``major_full_rewrite`` or rule 1; otherwise it rewrites the
-small files and the delete-heavy segments, and the other files' deletes are converted as in a MINOR.
+small files and the delete-heavy segments, and the other files' deletes are converted as in a MINOR. Under the
+``sort`` / ``zorder`` strategies (``major_strategy``) every MAJOR is a full rewrite of *every* data file of its
+partition, and its reason names the clustering.
 
 Task planning (:func:`plan_tasks`, after the seed design of Amoro/Arctic)
 -------------------------------------------------------------------------
@@ -364,7 +366,11 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         and min(known_deleted[f.path], f.record_count) / f.record_count >= policy.major_segment_delete_ratio
     ) if known_deleted else ()
     small_paths = {f.path for f in small}
-    if not deletes and not touched_by_eq:
+    if policy.clusters:
+        # sort / zorder: clustering is a property of the whole partition; a file left out would overlap the
+        # rewritten ones on every clustering column, so a MAJOR rewrites every data file (Iceberg's rewrite-all).
+        full_rewrite = major_rewrite = data
+    elif not deletes and not touched_by_eq:
         full_rewrite = major_rewrite = small
     else:
         full_rewrite = tuple(f for f in data if applying.get(f.path, 0) > 0 or f.path in touched_by_eq
@@ -499,6 +505,9 @@ def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
     is worth rewriting)."""
     kind, reason = _decide_kind(a, policy, mode, since_minor_s)
     full = kind is CompactionKind.MAJOR and (policy.major_full_rewrite or reason.startswith(_RATIO_REASON))
+    if kind is CompactionKind.MAJOR and policy.clusters:
+        full = True
+        reason += f"; {policy.describe_strategy()}: every data file of the partition rewritten"
     if kind is CompactionKind.MAJOR and not full and a.attributed.global_count_elsewhere:
         # A selective MAJOR converts the partition's *own* remaining equality deletes afterwards; global ones
         # written elsewhere are converted only by a whole-table MINOR of the unpartitioned partition they live in

@@ -72,6 +72,13 @@ __all__ = [
     "MAJOR_SEGMENT_DELETE_RATIO_DEFAULT",
     "MAJOR_FULL_REWRITE",
     "MAJOR_FULL_REWRITE_DEFAULT",
+    "MAJOR_STRATEGY",
+    "MAJOR_STRATEGY_DEFAULT",
+    "MAJOR_STRATEGIES",
+    "MAJOR_SORT_COLUMNS",
+    "MAJOR_SORT_COLUMNS_DEFAULT",
+    "SortColumn",
+    "parse_sort_columns",
 ]
 
 PROPERTY_PREFIX = "compaction."
@@ -166,6 +173,68 @@ MAJOR_SEGMENT_DELETE_RATIO_DEFAULT = 0.1
 MAJOR_FULL_REWRITE = "compaction.major.full-rewrite"
 MAJOR_FULL_REWRITE_DEFAULT = False
 
+#: How a MAJOR lays out the rows it rewrites: ``binpack`` (files packed to the target size; in the table's sort
+#: order when it has one, as ``ALTER TABLE ... WRITE ORDERED BY`` asks of every writer), ``sort`` (rows sorted by
+#: ``compaction.major.sort-columns``, else by the table's sort order) or ``zorder`` (rows clustered along a
+#: z-order curve of ``compaction.major.sort-columns``). Clustering is a property of a whole partition, so a MAJOR
+#: under ``sort`` / ``zorder`` rewrites every data file of its partition (Iceberg's ``rewrite-all``).
+MAJOR_STRATEGY = "compaction.major.strategy"
+MAJOR_STRATEGY_DEFAULT = "binpack"
+MAJOR_STRATEGIES = ("binpack", "sort", "zorder")
+
+#: Columns of the ``sort`` / ``zorder`` strategies, comma separated. ``sort``: ``col [ASC|DESC] [NULLS FIRST|
+#: NULLS LAST]`` each (the syntax of Iceberg's ``rewrite_data_files`` ``sort_order``; empty: the table's sort order);
+#: ``zorder``: plain column names (two or more are what z-ordering is for). Ignored by ``binpack``.
+MAJOR_SORT_COLUMNS = "compaction.major.sort-columns"
+MAJOR_SORT_COLUMNS_DEFAULT = ""
+
+
+@dataclass(frozen=True)
+class SortColumn:
+    """One term of ``compaction.major.sort-columns``: Iceberg's defaults are ascending with nulls first (and
+    nulls last for a descending term), as in ``SortOrder.builderFor(schema).asc(name)``."""
+
+    name: str
+    ascending: bool = True
+    nulls_first: bool = True
+
+    def describe(self) -> str:
+        return (f"{self.name} {'ASC' if self.ascending else 'DESC'} "
+                f"NULLS {'FIRST' if self.nulls_first else 'LAST'}")
+
+
+def parse_sort_columns(text: str, *, key: str = MAJOR_SORT_COLUMNS,
+                       directions: bool = True) -> tuple[SortColumn, ...]:
+    """``"a DESC NULLS LAST, b"`` -> terms; raises ConfigError naming ``key`` for anything else. Column names are
+    checked against the schema only where the table is loaded (the Spark job): here their syntax. A nested field
+    is written with dots (``info.a``); a name with spaces or commas cannot be given."""
+    terms: list[SortColumn] = []
+    if not text.strip():
+        return ()
+    for raw in text.split(","):
+        words = raw.split()
+        if not words:
+            raise _fail(key, text, "an empty column between commas")
+        name, rest = words[0], [w.upper() for w in words[1:]]
+        if not all(part and (part[0].isalpha() or part[0] == "_") and all(c.isalnum() or c == "_" for c in part)
+                   for part in name.split(".")):
+            raise _fail(key, text, f"{name!r} is not a column name")
+        if rest and not directions:
+            raise _fail(key, text, f"z-order columns take no direction ({raw.strip()!r})")
+        ascending = True
+        if rest and rest[0] in ("ASC", "DESC"):
+            ascending = rest.pop(0) == "ASC"
+        nulls_first = ascending
+        if rest[:1] == ["NULLS"] and len(rest) >= 2 and rest[1] in ("FIRST", "LAST"):
+            nulls_first = rest[1] == "FIRST"
+            rest = rest[2:]
+        if rest:
+            raise _fail(key, text, f"expected 'column [ASC|DESC] [NULLS FIRST|NULLS LAST]', got {raw.strip()!r}")
+        if any(t.name == name for t in terms):
+            raise _fail(key, text, f"column {name!r} given twice")
+        terms.append(SortColumn(name, ascending, nulls_first))
+    return tuple(terms)
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Value parsing
@@ -223,6 +292,19 @@ def _parse_float(key: str, value: object) -> float:
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _parse_text(key: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _fail(key, value, "expected a string")
+    return value.strip()
+
+
+def _parse_strategy(key: str, value: object) -> str:
+    text = _parse_text(key, value).lower()
+    if text not in MAJOR_STRATEGIES:
+        raise _fail(key, value, f"expected one of {', '.join(MAJOR_STRATEGIES)}")
+    return text
 
 
 def _parse_duration(key: str, value: object) -> int:
@@ -286,6 +368,8 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("minor_interval_seconds", MINOR_INTERVAL, _parse_duration, _at_least(0)),
     _Knob("major_segment_delete_ratio", MAJOR_SEGMENT_DELETE_RATIO, _parse_float, _ratio_in_unit_interval),
     _Knob("major_full_rewrite", MAJOR_FULL_REWRITE, _parse_bool, _no_check),
+    _Knob("major_strategy", MAJOR_STRATEGY, _parse_strategy, _no_check),
+    _Knob("major_sort_columns", MAJOR_SORT_COLUMNS, _parse_text, _no_check),
 )
 _KNOB_BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
 _DERIVED_THRESHOLD = "small_file_threshold_bytes"
@@ -356,6 +440,10 @@ class CompactionPolicy:
     major_segment_delete_ratio: float = MAJOR_SEGMENT_DELETE_RATIO_DEFAULT
     #: ``compaction.major.full-rewrite``: MAJOR rewrites every file a delete applies to (the classic rewrite).
     major_full_rewrite: bool = MAJOR_FULL_REWRITE_DEFAULT
+    #: ``compaction.major.strategy``: ``binpack`` | ``sort`` | ``zorder`` (how a MAJOR lays out its rows).
+    major_strategy: str = MAJOR_STRATEGY_DEFAULT
+    #: ``compaction.major.sort-columns``: the columns of ``sort`` / ``zorder`` (``sort``: empty = table order).
+    major_sort_columns: str = MAJOR_SORT_COLUMNS_DEFAULT
 
     def __post_init__(self) -> None:
         for knob in _KNOBS:
@@ -371,6 +459,27 @@ class CompactionPolicy:
                 f"invalid value {self.min_file_size_bytes!r} for {MIN_FILE_SIZE_BYTES}: must be <= "
                 f"{TARGET_FILE_SIZE_BYTES} ({self.target_file_size_bytes})"
             )
+        columns = self.sort_columns  # their syntax is checked here, before any plan is made
+        if self.major_strategy == "zorder" and not columns:
+            raise ConfigError(f"{MAJOR_STRATEGY}=zorder needs the columns to cluster by in {MAJOR_SORT_COLUMNS}")
+
+    @property
+    def sort_columns(self) -> tuple[SortColumn, ...]:
+        """The parsed ``compaction.major.sort-columns`` of the ``sort`` / ``zorder`` strategies (empty for binpack)."""
+        if self.major_strategy == "binpack":
+            return ()
+        return parse_sort_columns(self.major_sort_columns, directions=self.major_strategy == "sort")
+
+    @property
+    def clusters(self) -> bool:
+        """A MAJOR under ``sort`` / ``zorder``: it rewrites every data file of its partitions."""
+        return self.major_strategy != "binpack"
+
+    def describe_strategy(self) -> str:
+        if self.major_strategy == "binpack":
+            return "binpack"
+        columns = ", ".join(c.name if self.major_strategy == "zorder" else c.describe() for c in self.sort_columns)
+        return f"{self.major_strategy} by {columns}" if columns else f"{self.major_strategy} by the table's sort order"
 
     # ----------------------------------------------------------------------------------------------------------
     @property

@@ -31,6 +31,7 @@ from compaction.spark.expressions import java_partition_expression, spark_partit
 from compaction.spark.file_io_reads import spark_can_read, static_table_frame
 from compaction.spark.major import (
     find_tagged_snapshot,
+    layout_for,
     major_compact,
     new_tag,
     remove_dangling_deletes,
@@ -672,7 +673,7 @@ def _major_attempt(a: _Attempt, result: PartitionResult, commits: list[int]) -> 
     outcome = major_compact(
         spark, table, a.expression, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
         plan_id=a.plan.plan_id, covers_whole_table=covers_whole_table, before=a.before,
-        on_rewrite_commit=read_ahead, committed=commits,
+        on_rewrite_commit=read_ahead, committed=commits, layout=layout_for(a.plan.policy, "major"),
     )
     _take_outcome(result, commits, outcome)
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, a.base_seq, a.expression, result,
@@ -700,7 +701,8 @@ def _selective_attempt(a: _Attempt, result: PartitionResult, commits: list[int],
         tag = new_tag()
         rewritten, added, _ = rewrite_partition(
             spark, table, a.expression, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
-            plan_id=a.plan.plan_id, tag=tag, selection=selection_for(a.plan.policy, kind))
+            plan_id=a.plan.plan_id, tag=tag, selection=selection_for(a.plan.policy, kind),
+            layout=layout_for(a.plan.policy, kind))
         if rewritten or added:
             sid = find_tagged_snapshot(table, a.base_id, tag)
             if sid is None:
@@ -839,7 +841,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         rewritten, added, _ = rewrite_partition(
             spark, table, expression, plan_id=plan.plan_id, tag=tag,
             target_file_size_bytes=plan.policy.target_file_size_bytes,
-            selection=None if selective is None else selection_for(plan.policy, selective))
+            selection=None if selective is None else selection_for(plan.policy, selective),
+            layout=layout_for(plan.policy, selective or "major"))
         commits: list[int] = []
         if rewritten or added:
             sid = find_tagged_snapshot(table, base_id, tag)

@@ -21,8 +21,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from compaction.core.errors import CommitConflictError, CommitValidationError
+from compaction.core.errors import CommitConflictError, CommitValidationError, ConfigError
 from compaction.core.model import DeleteContent
+from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
 from compaction.spark.partition_files import (
     PartitionFiles,
@@ -237,6 +238,69 @@ def _lone_small_file_options(groups: list[list[_PlannedFile]], options: dict[str
     return adjusted
 
 
+@dataclass(frozen=True)
+class Layout:
+    """How a rewrite lays out its rows (``compaction.major.strategy``): ``binpack`` (in the table's sort order when
+    it has one), ``sort`` (by ``columns``, else the table's sort order) or ``zorder`` (by ``columns``)."""
+
+    strategy: str = "binpack"
+    columns: tuple[SortColumn, ...] = ()
+
+    @property
+    def clusters(self) -> bool:
+        return self.strategy != "binpack"
+
+
+def layout_for(policy: Any, kind: str) -> Layout:
+    """A MAJOR's layout is the policy's; MINOR's merge of fragment files stays a plain bin-pack (no shuffle: it is
+    the cheap step, and the next MAJOR lays its rows out)."""
+    if kind != "major":
+        return Layout()
+    return Layout(policy.major_strategy, policy.sort_columns)
+
+
+def _checked_columns(table: Any, layout: Layout) -> None:
+    schema = table.schema()
+    missing = [c.name for c in layout.columns if schema.findField(c.name) is None]
+    if missing:
+        raise ConfigError(f"{MAJOR_SORT_COLUMNS}: no column {', '.join(map(repr, missing))} in the table's schema "
+                          f"(columns: {', '.join(str(f.name()) for f in schema.columns())})")
+
+
+def _sort_order(spark: Any, table: Any, columns: tuple[SortColumn, ...]) -> Any:
+    iceberg = J.jvm(spark).org.apache.iceberg
+    builder = iceberg.SortOrder.builderFor(table.schema())
+    for c in columns:
+        nulls = iceberg.NullOrder.NULLS_FIRST if c.nulls_first else iceberg.NullOrder.NULLS_LAST
+        builder = builder.asc(c.name, nulls) if c.ascending else builder.desc(c.name, nulls)
+    return builder.build()
+
+
+def apply_layout(spark: Any, table: Any, action: Any, layout: Layout) -> Any:
+    """Pick Iceberg's rewrite runner for ``layout``: ``sort()`` / ``sort(order)`` (SparkSortFileRewriteRunner: a
+    range shuffle, rows sorted within each output file, the files' sort_order_id set when the order is the table's)
+    or ``zOrder(columns)``; nothing for a bin-pack of an unsorted table. Both shuffling runners use the same file
+    selection as the bin-pack (SparkShufflingDataRewritePlanner extends BinPackRewriteFilePlanner), so every
+    option we set keeps its meaning."""
+    sorted_table = bool(table.sortOrder().isSorted())
+    if layout.strategy == "binpack":
+        # Iceberg's bin-pack writes with the table's distribution and ordering turned off; a table that declares a
+        # sort order (WRITE ORDERED BY) expects every writer to honour it.
+        return action.sort() if sorted_table else action
+    _checked_columns(table, layout)
+    if layout.strategy == "sort":
+        if layout.columns:
+            return action.sort(_sort_order(spark, table, layout.columns))
+        if not sorted_table:
+            raise ConfigError(f"{MAJOR_STRATEGY}=sort: the table has no sort order and {MAJOR_SORT_COLUMNS} is empty")
+        return action.sort()
+    gateway = spark.sparkContext._gateway
+    names = gateway.new_array(gateway.jvm.java.lang.String, len(layout.columns))
+    for i, c in enumerate(layout.columns):
+        names[i] = c.name
+    return action.zOrder(names)
+
+
 def full_rewrite_options(table: Any) -> dict[str, str]:
     """Options of the full rewrite: every data file Iceberg's scan planning applies a delete to is picked
     (``delete-file-threshold=1``: BinPackRewriteFilePlanner.tooManyDeletes is ``task.deletes().size() >= 1``) and
@@ -254,13 +318,19 @@ def full_rewrite_options(table: Any) -> dict[str, str]:
 
 
 def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
-                      plan_id: str, tag: str, selection: Selection | None = None) -> tuple[int, int, int]:
+                      plan_id: str, tag: str, selection: Selection | None = None,
+                      layout: Layout = Layout()) -> tuple[int, int, int]:
     """Run Iceberg's RewriteDataFiles on the partition in one commit; returns (rewritten, added, removed deletes).
-    ``selection``: rewrite only the files it picks (None: every file with a delete, and the small files)."""
+    ``selection``: rewrite only the files it picks (None: every file with a delete, and the small files; under a
+    clustering ``layout``, every data file of the partition)."""
     J.activate(spark)  # the action stages its file groups through a catalog of the *active* session
     actions = J.jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     if selection is None:
         options = full_rewrite_options(table)
+        if layout.clusters:
+            # A file left out would overlap the clustered ones on every column (BinPackRewriteFilePlanner:
+            # rewrite-all picks every file of the filter and keeps every file group).
+            options["rewrite-all"] = "true"
     else:
         options = selection.options()
         if int(target_file_size_bytes) <= selection.min_file_size_bytes:
@@ -268,7 +338,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         if selection.rewrite_lone_small_files:
             groups = _planner_groups(spark, table, expression, options)
             options = _lone_small_file_options(groups, options, int(target_file_size_bytes))
-    action = actions.rewriteDataFiles(table).filter(expression).option(
+    action = apply_layout(spark, table, actions.rewriteDataFiles(table), layout).filter(expression).option(
         "target-file-size-bytes", str(int(target_file_size_bytes)))
     for name, value in options.items():
         action = action.option(name, value)
@@ -356,7 +426,7 @@ def new_tag() -> str:
 def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
                   plan_id: str, covers_whole_table: bool, before: PartitionFiles,
                   on_rewrite_commit: Callable[[int], None] | None = None,
-                  committed: list[int] | None = None) -> MajorOutcome:
+                  committed: list[int] | None = None, layout: Layout = Layout()) -> MajorOutcome:
     """One attempt: rewrite + cleanup. Raises py4j errors from the action (the caller classifies them).
     ``committed``: the caller's list of its snapshots, appended to as soon as each commit is on main (so that the
     caller can undo them if anything after fails, even before this returns).
@@ -366,8 +436,8 @@ def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_b
     base_id = before.snapshot_id
     tag = new_tag()
     rewritten, added, removed_by_action = rewrite_partition(
-        spark, table, expression, target_file_size_bytes=target_file_size_bytes, plan_id=plan_id, tag=tag
-    )
+        spark, table, expression, target_file_size_bytes=target_file_size_bytes, plan_id=plan_id, tag=tag,
+        layout=layout)
     commits: list[int] = committed if committed is not None else []
     first = len(commits)
     if rewritten or added or removed_by_action:

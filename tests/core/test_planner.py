@@ -836,3 +836,21 @@ def test_split_unpartitioned_full_major_pieces_carry_the_files_its_global_delete
     pieces = [t for t in pl.tasks if t.partition == PartitionKey(0, ())]
     assert [(t.data_files, t.estimated_cost_bytes) for t in pieces] == [(("a",), 2000 + 10 + 3000), (("b",), 2000 + 10)]
     assert len(pl.groups) == 1  # the unpartitioned partition overlaps every other partition
+
+
+def test_clustering_strategy_major_rewrites_every_file_and_says_so() -> None:
+    """Under sort / zorder a MAJOR rewrites every data file of the partition, large clean ones too (a file left out
+    would overlap the clustered ones), and its cost counts them; MINOR is unchanged."""
+    files = [data("big", size=5000), data("clean", size=4000)] + [data(f"s{i}", size=700) for i in range(10)]
+    zorder = dataclasses.replace(POL, major_strategy="zorder", major_sort_columns="a, b")
+    d = ev(part(key(), files), zorder)
+    assert d.kind is MAJOR and d.metrics["full_rewrite"] == 1
+    assert d.reason == ("10 small segment files (< 750 B) >= 10 -> MAJOR; zorder by a, b: every data file of the "
+                        "partition rewritten")
+    assert d.metrics["rewritten_data_files"] == 12 and d.metrics["estimated_cost_bytes"] == 5000 + 4000 + 7000
+    binpack = ev(part(key(), files))
+    assert binpack.metrics["rewritten_data_files"] == 10 and binpack.metrics["full_rewrite"] == 0
+    eq_only = ev(part(key(), [data("a")], [eq("e")]), zorder)
+    assert eq_only.kind is MINOR and eq_only.metrics["full_rewrite"] == 0
+    tasks = plan(table(part(key(), files)), zorder, CompactionMode.AUTO, NOW).tasks  # pieces of one partition
+    assert {p for t in tasks for p in t.data_files} == {f.path for f in files} and all(t.full_rewrite for t in tasks)

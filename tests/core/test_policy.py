@@ -34,6 +34,8 @@ TABLE = [
     ("minor_interval_seconds", "compaction.minor.interval", 0),
     ("major_segment_delete_ratio", "compaction.major.segment-delete-ratio", 0.1),
     ("major_full_rewrite", "compaction.major.full-rewrite", False),
+    ("major_strategy", "compaction.major.strategy", "binpack"),
+    ("major_sort_columns", "compaction.major.sort-columns", ""),
 ]
 
 
@@ -256,3 +258,30 @@ def test_minor_interval_durations(text: str, seconds: int) -> None:
 def test_minor_interval_rejects_bad_durations(text: str) -> None:
     with pytest.raises(ConfigError, match="compaction.minor.interval"):
         CompactionPolicy.resolve({"compaction.minor.interval": text})
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("a", [("a", True, True)]),
+    ("a DESC", [("a", False, False)]),
+    ("a desc nulls first, b asc nulls last", [("a", False, True), ("b", True, False)]),
+    (" info.a ,b", [("info.a", True, True), ("b", True, True)]),
+])
+def test_sort_columns_parse(text: str, expected: list[tuple[str, bool, bool]]) -> None:
+    terms = P.parse_sort_columns(text)
+    assert [(t.name, t.ascending, t.nulls_first) for t in terms] == expected
+
+
+@pytest.mark.parametrize("text", ["a,,b", "a sideways", "a DESC NULLS", "a NULLS MIDDLE", "1a", "a b", "a, a",
+                                  "x-y"])
+def test_bad_sort_columns_are_refused_with_the_key(text: str) -> None:
+    with pytest.raises(ConfigError, match="compaction.major.sort-columns"):
+        CompactionPolicy.resolve({"compaction.major.strategy": "sort", "compaction.major.sort-columns": text})
+
+
+def test_clustering_strategies_make_every_major_a_full_rewrite_described_in_its_reason() -> None:
+    pol = CompactionPolicy.resolve({"compaction.major.strategy": "zorder", "compaction.major.sort-columns": "a, b"})
+    assert pol.clusters and pol.describe_strategy() == "zorder by a, b"
+    assert CompactionPolicy.from_dict(json.loads(json.dumps(pol.to_dict()))) == pol
+    assert not CompactionPolicy().clusters
+    assert CompactionPolicy.resolve({"compaction.major.strategy": "sort"}).describe_strategy() == \
+        "sort by the table's sort order"
