@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 from compaction import settings
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError, RewriteJobError
-from compaction.core.model import PartitionKey, TableState
+from compaction.core.model import PartitionKey, TableIdentity, TableState
 from compaction.core.partition_filter import PartitionFilter
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
 from compaction.core.planner import plan as make_plan
@@ -110,11 +110,17 @@ def run_table(
         from compaction.filters import compile_partition_filter
 
         partition_filter = compile_partition_filter(table, partition_filter, table_name=identity.dotted)
-    state = table_state(table, identity)
-    policy = CompactionPolicy.resolve(state.properties, overrides)
     own_ledger = ledger is None
     ledger = ledger or Ledger.open()
     try:
+        if not dry_run:
+            spark_settings = spark_settings or SparkSettings.from_environment()
+            if check_unchecked_snapshots(catalog, identity, table, ledger, validation=validation,
+                                         spark_settings=spark_settings, progress=progress, now=now,
+                                         timeout_s=timeout_s):
+                identity, table = load_table(catalog, table_name)  # a commit of ours was undone: plan what is
+        state = table_state(table, identity)
+        policy = CompactionPolicy.resolve(state.properties, overrides)
         compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter,
                                     last_minor_at=last_minor_times(ledger, state, policy))
         run_id = ledger.start_run(plan=compaction_plan, trigger=trigger, dry_run=dry_run, now=now,
@@ -176,6 +182,24 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
     return report
 
 
+def check_unchecked_snapshots(catalog: CatalogConfig, identity: TableIdentity, table: Any, ledger: Ledger, *,
+                              validation: str, spark_settings: SparkSettings, progress: Callable[[str], None],
+                              now: _dt.datetime, timeout_s: float | None = None) -> bool:
+    """The post-hoc check of our snapshots no check covered (compaction.posthoc), before planning. Returns whether
+    one was rolled back (the table changed). A check that cannot run is reported and left for the next plan: it
+    never blocks compaction, whose own commits are checked as always."""
+    from compaction.posthoc import run_posthoc_checks, submit_checker
+
+    checker = submit_checker(catalog, spark_settings, progress=progress, timeout_s=timeout_s)
+    try:
+        results = run_posthoc_checks(ledger, identity, table, checker, validation=validation, progress=progress,
+                                     now=now)
+    except CompactionError as e:
+        progress(f"post-hoc check could not run ({e}); it is retried at the next plan")
+        return False
+    return any(r.get("result") == "rolled_back" for r in results)
+
+
 def is_single_writer(catalog: CatalogConfig) -> bool:
     """SQLite cannot take concurrent commits (see docs/operations.md, "Catalogs"): one job at a time on an SQLite catalog."""
     return str(catalog.properties.get("uri", "")).startswith("sqlite")
@@ -223,6 +247,11 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
     nothing) as recorded, and a count per status."""
     partitions = (result or {}).get("partitions") or []
     job_finished = result is not None and result.get("status") != "incomplete"
+    from compaction.posthoc import job_checks
+
+    # Every commit the job checked, so that the next plan can tell which of ours were never checked.
+    ledger.record_snapshot_checks(compaction_plan.table.dotted, compaction_plan.table.catalog,
+                                  job_checks(result, plan_id=compaction_plan.plan_id, run_id=run_id, level=validation))
     recorded: set[str] = set()
     outcomes: list[PartitionOutcome] = []
     for partition in partitions:
@@ -245,7 +274,7 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
     for key in group.partitions:  # partitions the job never reported (killed, crashed)
         if key.label() not in recorded:
             kind = next(t.kind for t in group.tasks if t.partition == key)
-            failed = PartitionOutcome.for_partition(key, kind, OutcomeStatus.FAILED,
+            failed = PartitionOutcome.for_partition(key, kind, OutcomeStatus.FAILED, validation_level=validation,
                                                     error=error or "no result for this partition")
             ledger.record_partition_outcome(run_id, failed)
             outcomes.append(failed)

@@ -152,10 +152,21 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
                                   data_interval_end)
     # The user's row filter and the data interval (a row filter on the time column), bound and projected together.
     partition_filter = compile_partition_filter(table, params.partition_filter, window, table_name=identity.dotted)
-    state = table_state(table, identity, inspection.get("snapshot_id"))
-    policy = CompactionPolicy.resolve(state.properties, params.policy)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     with Ledger.open() as ledger:
+        snapshot_id = inspection.get("snapshot_id")
+        if not params.dry_run:
+            from compaction.runner import check_unchecked_snapshots
+            from compaction.spark.session import SparkSettings
+
+            # Our commits no check covered (a job killed between commit and check) are checked first; when one
+            # is undone the inspected snapshot is gone from main, so the plan starts from the current one.
+            if check_unchecked_snapshots(catalog, identity, table, ledger, validation=params.validation,
+                                         spark_settings=SparkSettings.from_environment(), progress=echo, now=now):
+                identity, table = load_table(catalog, table_name)
+                snapshot_id = None
+        state = table_state(table, identity, snapshot_id)
+        policy = CompactionPolicy.resolve(state.properties, params.policy)
         compaction_plan = make_plan(state, policy, params.mode, now, partition_filter=partition_filter,
                                     last_minor_at=last_minor_times(ledger, state, policy))
         echo(f"{catalog.name}.{table_name}: run type {run_type}, window {params.window.value}, "

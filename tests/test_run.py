@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -33,7 +32,8 @@ def _snapshot(catalog: CatalogConfig, identifier: tuple[str, str]) -> int | None
     return snap.snapshot_id if snap else None
 
 
-def test_run_end_to_end_then_nothing_to_do(spark, sqlite_catalog: CatalogConfig, ledger: Ledger) -> None:
+def test_run_end_to_end_then_nothing_to_do(spark, sqlite_catalog: CatalogConfig, ledger: Ledger,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
     workload = generate(spark, sqlite_catalog, "e2e.t", WorkloadSpec(seed=11, partitioning="days_ts", commits=3))
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
     assert before.applicable_deletes, "the scenario must start with deletes"
@@ -54,14 +54,22 @@ def test_run_end_to_end_then_nothing_to_do(spark, sqlite_catalog: CatalogConfig,
     assert all(o.commit_snapshot_id and o.delete_files_before and o.delete_files_after == 0 for o in outcomes)
     assert all(o.validation_result == "passed" for o in outcomes)
 
-    # Second run: nothing to do, no Spark job started.
-    started = time.monotonic()
+    # Every commit the job checked is in the ledger, so the next plan has nothing to check post hoc.
+    checks = ledger.snapshot_checks("e2e.t", sqlite_catalog.name)
+    assert {c.snapshot_id for c in checks} >= {o.commit_snapshot_id for o in outcomes}
+    assert all(c.source == "job" and c.result == "passed" and c.run_id == report.run_id for c in checks)
+
+    # Second run: nothing to do, no Spark job started (metadata only), no post-hoc check either.
+    def no_submit(*_a: object, **_k: object) -> None:
+        raise AssertionError("spark-submit started by a run with nothing to do")
+
+    monkeypatch.setattr("compaction.runner.run_submit", no_submit)
+    monkeypatch.setattr("compaction.spark.submit.run_submit", no_submit)
     second = run_table(sqlite_catalog, "e2e.t", ledger=ledger, progress=lines.append,
                        overrides={"major.delete-ratio": 0.01})
     assert not second.plan.groups
     assert second.status is RunStatus.SUCCEEDED and not ledger.outcomes(second.run_id)
     assert not (Path(os.environ["ICECOMPACT_HOME"]) / "runs" / second.run_id).exists()
-    assert time.monotonic() - started < 15  # metadata only: no spark-submit (which costs >= 10 s here)
 
 
 def test_dry_run_changes_nothing(spark, sqlite_catalog: CatalogConfig, ledger: Ledger) -> None:

@@ -31,6 +31,7 @@ Layout (one module per concern, all re-exported here so ``from compaction.ledger
 :mod:`~compaction.ledger.schema` (tables of plans, runs, outcomes, conflicts), :mod:`~compaction.ledger.engine`
 (URLs, engines, Alembic), :mod:`~compaction.ledger.runs` and :mod:`~compaction.ledger.health` (the method groups),
 :mod:`~compaction.ledger.maintenance` (maintenance runs, their actions, write leases),
+:mod:`~compaction.ledger.checks` (checks of our own snapshots, by their job or post hoc),
 :mod:`~compaction.ledger.store` (:class:`Ledger`, which combines them).
 
 Errors: every SQLAlchemy / Alembic failure is wrapped into :class:`LedgerError` (exit code 10) at the public
@@ -64,6 +65,7 @@ from compaction.ledger.health import (
     HealthSampleRecord,
     HealthSampleRow,
 )
+from compaction.ledger.checks import SnapshotCheck, SnapshotCheckRecord, SnapshotCheckRow
 from compaction.ledger.maintenance import (
     InFlightRun,
     MaintenanceActionRecord,
@@ -90,6 +92,9 @@ from compaction.ledger.schema import Base, ConflictRow, PartitionOutcomeRow, Pla
 from compaction.ledger.store import Ledger
 
 __all__ = [
+    "SnapshotCheck",
+    "SnapshotCheckRecord",
+    "SnapshotCheckRow",
     "LEDGER_URL_ENV",
     "LEDGER_FILENAME",
     "LedgerError",

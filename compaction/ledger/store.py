@@ -19,6 +19,7 @@ from compaction.ledger.engine import (
     take_migration_lock,
     writing,
 )
+from compaction.ledger.checks import _SnapshotChecks
 from compaction.ledger.errors import LedgerError, _describe, _leaks, redact_text, redact_url
 from compaction.ledger.health import _HealthSamples
 from compaction.ledger.maintenance import _Maintenance
@@ -28,7 +29,7 @@ from compaction.ledger.runs import _Runs
 # ==============================================================================================================
 
 
-class Ledger(_Runs, _HealthSamples, _Maintenance):
+class Ledger(_Runs, _HealthSamples, _Maintenance, _SnapshotChecks):
     """Store of plans, runs, per-partition outcomes and commit conflicts. Open with :meth:`Ledger.open`.
 
     A ``Ledger`` owns a SQLAlchemy engine (connection pool): close it (or use it as a context manager). It is

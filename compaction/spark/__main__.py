@@ -1,4 +1,6 @@
-"""spark-submit entry point: ``python -m compaction.spark run --plan P --group G --result R --catalog NAME``.
+"""spark-submit entry point: ``python -m compaction.spark run --plan P --group G --result R --catalog NAME``, and
+``python -m compaction.spark check --catalog C --namespace N --name T --snapshot S [--snapshot S2] --result R``
+(the post-hoc check of snapshots whose job never checked them, compaction.spark.posthoc).
 
 The Spark conf (catalog, jars, secrets from a private properties file) comes from spark-submit; nothing secret is
 passed in argv. Writes a JSON :class:`~compaction.spark.job.GroupResult` to ``--result`` and exits with its code.
@@ -33,7 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--catalog", required=True)
     run.add_argument("--validation", default="count")
     run.add_argument("--max-retries", type=int, default=3)
+    check = sub.add_parser("check", help="post-hoc check of snapshots whose job never checked them")
+    check.add_argument("--catalog", required=True)
+    check.add_argument("--namespace", required=True, action="append")
+    check.add_argument("--name", required=True)
+    check.add_argument("--snapshot", required=True, action="append", type=int)
+    check.add_argument("--result", required=True, type=Path)
+    check.add_argument("--validation", default="count")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        return _check(args)
 
     from compaction.spark.job import error_result, run_group
     from compaction.spark.submit import progress_path
@@ -64,6 +75,37 @@ def main(argv: list[str] | None = None) -> int:
     progress_path(args.result).unlink(missing_ok=True)
     print(f"icecompact: group {args.group} {result.status}", file=sys.stderr, flush=True)
     return result.exit_code
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``check``: writes ``{"status", "checks": [...], "error"}`` to ``--result``; exit code 0 when every snapshot
+    passed or was undone, else the CompactionError's."""
+    from compaction.core.model import TableIdentity
+    from compaction.spark.validation import ValidationLevel
+
+    payload: dict = {"status": "failed", "checks": [], "error": None}  # type: ignore[type-arg]
+    code = 0
+    try:
+        for part in (args.catalog, *args.namespace, args.name):
+            validate_identifier_part(part, "table name part")
+        level = ValidationLevel.parse(args.validation)
+        if level is ValidationLevel.NONE:
+            raise ConfigError("a post-hoc check needs validation count or checksum")
+        from pyspark.sql import SparkSession
+
+        from compaction.spark.posthoc import check_snapshots
+
+        spark = SparkSession.builder.getOrCreate()
+        identity = TableIdentity(args.catalog, tuple(args.namespace), args.name)
+        checks = check_snapshots(spark, identity, list(args.snapshot), level,
+                                 progress=lambda m: print(m, file=sys.stderr, flush=True))
+        payload["checks"] = checks
+        attention = [c for c in checks if c["result"] == "needs_attention"]
+        payload["status"] = "needs_attention" if attention else "succeeded"
+    except CompactionError as e:
+        payload["error"], code = str(e), e.exit_code
+    _write(args.result, payload)
+    return code
 
 
 if __name__ == "__main__":

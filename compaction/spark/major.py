@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from compaction.core.errors import CommitConflictError, CommitValidationError, ConfigError
 from compaction.core.model import DeleteContent
+from compaction.core.posthoc import PLAN_PROPERTY as POSTHOC_PLAN_PROPERTY
 from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
 from compaction.spark.partition_files import (
@@ -37,7 +38,7 @@ from compaction.spark.partition_files import (
 )
 
 TASK_PROPERTY = "icecompact.task-attempt"
-PLAN_PROPERTY = "icecompact.plan-id"
+PLAN_PROPERTY = POSTHOC_PLAN_PROPERTY  # the post-hoc check finds our snapshots by it (compaction.core.posthoc)
 
 
 @dataclass
@@ -354,6 +355,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     )
     _inject_fault("before-rewrite", spark)
     result = action.execute()
+    _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
     return (int(result.rewrittenDataFilesCount()), int(result.addedDataFilesCount()),
             int(result.removedDeleteFilesCount()))
 

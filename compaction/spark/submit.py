@@ -137,6 +137,9 @@ class SubmitRequest:
     max_retries: int = MAX_RETRIES_DEFAULT
     spark_binary: str | None = None
     jars: tuple[Path, ...] | None = None
+    #: The entry point's arguments when the job is not ``run`` of a plan's group (e.g. the post-hoc ``check`` of
+    #: compaction.posthoc); ``plan_path`` and ``group_id`` are then unused. Never a secret.
+    command: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.deploy_mode not in DEPLOY_MODES:
@@ -276,7 +279,7 @@ def submit_parts(
         properties_file=None if properties_file is None else str(properties_file),
         py_files=None if py_files is None else str(py_files),
         application=str(entry_script or entry_script_path()),
-        application_args=(
+        application_args=request.command if request.command is not None else (
             "run",
             "--plan", str(request.plan_path),
             "--group", str(request.group_id),
