@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -85,17 +84,23 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
                         CompactionMode.MAJOR, NOW)
         assert the_plan.groups
 
-        cluster.stop_server()  # down when the job starts; back 6 s later
+        cluster.stop_server()  # down when the job starts; back once the job says it waits for it
         restarted = threading.Event()
+        messages: list[str] = []
+        restarting: list[threading.Thread] = []
 
         def restart() -> None:
-            time.sleep(6)
             cluster.start_server()
             restarted.set()
 
-        threading.Thread(target=restart, daemon=True).start()
-        messages: list[str] = []
-        results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=messages.append)
+        def progress(message: str) -> None:
+            # Restarted only after the job reported the outage: the test never depends on how fast the job is.
+            messages.append(message)
+            if "waiting for the catalog" in message and not restarting:
+                restarting.append(threading.Thread(target=restart, daemon=True))
+                restarting[0].start()
+
+        results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=progress)
                    for g in the_plan.groups]
         assert restarted.is_set()
         outcomes = [p for r in results for p in r.partitions]

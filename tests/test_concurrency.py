@@ -98,7 +98,8 @@ def test_major_races_a_concurrent_writer(spark, postgres_catalog: CatalogConfig,
 
         thread = threading.Thread(target=compact)
         thread.start()
-        while thread.is_alive():
+        # The writer works while the compaction runs, and takes at least 3 steps however fast that was.
+        while thread.is_alive() or sum(writer.ops.values()) < 3:
             writer.step()
             time.sleep(0.1)
         thread.join()
