@@ -23,7 +23,14 @@ from compaction.core.policy import CompactionPolicy
 from compaction.inspect import inspect_table, load_table, table_state
 from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
 from compaction.spark.session import SparkSettings
-from compaction.spark.submit import SubmitRequest, make_app_name, read_group_result, run_submit
+from compaction.spark.submit import (
+    SubmitRequest,
+    is_local_master,
+    make_app_name,
+    progress_path,
+    read_group_result,
+    run_submit,
+)
 
 MAX_PARALLEL_JOBS_DEFAULT = 2
 UNSUPPORTED_PREFIX = "unsupported: "
@@ -168,9 +175,43 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
             return group_id, None, f"job group {group_id} exited {outcome.returncode} without a result"
         return group_id, outcome.result, None
 
+    def submit_together(group_ids: list[int]) -> list[tuple[int, dict[str, Any] | None, str | None]]:
+        """Every group in one spark-submit (``run --group G --result R`` repeated: one JVM, one rewrite action for
+        all of them, compaction.spark.job.run_groups)."""
+        paths = {gid: run_dir / f"result-g{gid}.json" for gid in group_ids}
+        command: tuple[str, ...] = ("run", "--plan", str(plan_path))
+        for gid, path in paths.items():
+            path.unlink(missing_ok=True)
+            progress_path(path).unlink(missing_ok=True)
+            command += ("--group", str(gid), "--result", str(path))
+        command += ("--catalog", catalog.name, "--validation", validation, "--max-retries", str(max_retries))
+        first = group_ids[0]
+        request = SubmitRequest(
+            plan_path=plan_path, group_id=first, result_path=paths[first], catalog=catalog, settings=spark_settings,
+            validation=validation, max_retries=max_retries, command=command,
+            app_name=make_app_name(compaction_plan.table.dotted, compaction_plan.plan_id, first),
+        )
+        progress(f"groups {', '.join(map(str, group_ids))}: one spark-submit ({spark_settings.master})")
+        error: str | None = None
+        try:
+            run_submit(request, on_output=progress, timeout_s=timeout_s)
+        except CompactionError as e:
+            error = str(e)
+        out = []
+        for gid, path in paths.items():
+            result, partial = read_group_result(path)  # a job that ended early: what it committed and validated
+            if result is None:
+                out.append((gid, None, error or f"job group {gid} exited without a result"))
+            else:
+                out.append((gid, result, error or partial))
+        return out
+
     exit_codes: list[int] = []
+    group_ids = [g.group_id for g in compaction_plan.groups]
+    together = len(group_ids) > 1 and (workers == 1 or is_local_master(spark_settings.master))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for group_id, result, error in pool.map(submit, [g.group_id for g in compaction_plan.groups]):
+        outcomes = submit_together(group_ids) if together else pool.map(submit, group_ids)
+        for group_id, result, error in outcomes:
             recorded = record_group_result(ledger, report.run_id, compaction_plan, group_id, result, error,
                                            validation, progress=progress)
             report.outcomes.extend(recorded.outcomes)

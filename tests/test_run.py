@@ -146,3 +146,28 @@ def test_bad_input_changes_nothing(spark, sqlite_catalog: CatalogConfig, ledger:
     proc = subprocess.run([sys.executable, "-m", "compaction.cli", "run", "bad.t; DROP TABLE x"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: invalid table name part")
+
+
+def test_a_runs_groups_share_one_spark_submit_on_one_machine(spark, sqlite_catalog: CatalogConfig,
+                                                             ledger: Ledger) -> None:
+    """Local master: every job group of the plan runs in one spark-submit (one JVM, one rewrite action for all of
+    them); each group is still reported and recorded on its own."""
+    workload = generate(spark, sqlite_catalog, "groups.t", WorkloadSpec(seed=14, partitioning="identity", commits=3))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    lines: list[str] = []
+    report = run_table(sqlite_catalog, "groups.t", mode=CompactionMode.MAJOR, ledger=ledger, progress=lines.append,
+                       overrides={"min_job_group_bytes": 1, "major_full_rewrite": True})
+    group_ids = [g.group_id for g in report.plan.groups]
+    assert len(group_ids) >= 2, "the scenario must plan several job groups"
+    assert report.status is RunStatus.SUCCEEDED, (report.errors, lines)
+    submits = [line for line in lines if "spark-submit (" in line]
+    assert len(submits) == 1 and submits[0].startswith(f"groups {', '.join(map(str, group_ids))}: one spark-submit"), \
+        lines
+    assert sum(1 for line in lines if "partitions in one Iceberg action" in line) == 1, lines
+    recorded = [line for line in lines if line.startswith("group ") and " recorded: " in line]
+    assert len(recorded) == len(group_ids), lines
+    outcomes = ledger.outcomes(report.run_id)
+    assert len(outcomes) == len(report.plan.scheduled_partitions)
+    assert all(o.status is OutcomeStatus.COMMITTED and o.validation_result == "passed" for o in outcomes)
+    after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    assert after.rows == before.rows and not after.applicable_deletes

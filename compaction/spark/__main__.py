@@ -28,10 +28,11 @@ def _write(path: Path, payload: dict) -> None:  # type: ignore[type-arg]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compaction.spark")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run one job group of a plan")
+    run = sub.add_parser("run", help="run job groups of a plan (--group G --result R, repeated: one process, one "
+                                     "rewrite action for all of them)")
     run.add_argument("--plan", required=True, type=Path)
-    run.add_argument("--group", required=True, type=int)
-    run.add_argument("--result", required=True, type=Path)
+    run.add_argument("--group", required=True, type=int, action="append")
+    run.add_argument("--result", required=True, type=Path, action="append")
     run.add_argument("--catalog", required=True)
     run.add_argument("--validation", default="count")
     run.add_argument("--max-retries", type=int, default=3)
@@ -46,10 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return _check(args)
 
-    from compaction.spark.job import error_result, run_group
+    from compaction.spark.job import error_result, run_groups
     from compaction.spark.submit import progress_path
     from compaction.spark.validation import ValidationLevel
 
+    if len(args.group) != len(args.result):
+        parser.error("give one --result per --group")
+    paths = dict(zip(args.group, args.result))
     plan_id, table = "?", "?"
     try:
         validate_identifier_part(args.catalog, "catalog name")
@@ -66,15 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.getOrCreate()
-        result = run_group(spark, plan, args.group, level=level, max_retries=args.max_retries,
-                           progress=lambda m: print(m, file=sys.stderr, flush=True),
-                           checkpoint=lambda incomplete: _write(progress_path(args.result), incomplete))
+        results = run_groups(spark, plan, list(paths), level=level, max_retries=args.max_retries,
+                             progress=lambda m: print(m, file=sys.stderr, flush=True),
+                             checkpoint=lambda gid, incomplete: _write(progress_path(paths[gid]), incomplete))
     except CompactionError as e:
-        result = error_result(plan_id, args.group, table, e)
-    _write(args.result, result.to_dict())
-    progress_path(args.result).unlink(missing_ok=True)
-    print(f"icecompact: group {args.group} {result.status}", file=sys.stderr, flush=True)
-    return result.exit_code
+        results = [error_result(plan_id, gid, table, e) for gid in paths]
+    for result in results:
+        _write(paths[result.group_id], result.to_dict())
+        progress_path(paths[result.group_id]).unlink(missing_ok=True)
+        print(f"icecompact: group {result.group_id} {result.status}", file=sys.stderr, flush=True)
+    return max(result.exit_code for result in results)
 
 
 def _check(args: argparse.Namespace) -> int:

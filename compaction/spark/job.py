@@ -1095,32 +1095,91 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
     """Run job group ``group_id`` of ``plan``. ``checkpoint`` receives an incomplete result (``status``
     ``incomplete``) whenever a partition's work is committed and validated, so that a job killed later still leaves
     a record of what it changed (the spark-submit entry point writes it next to the result file)."""
+    each = None if checkpoint is None else (lambda _gid, incomplete: checkpoint(incomplete))
+    return run_groups(spark, plan, [group_id], level=level, max_retries=max_retries, progress=progress,
+                      group_commit=group_commit, checkpoint=each)[0]
+
+
+def run_groups(spark: Any, plan: CompactionPlan, group_ids: list[int], *, level: ValidationLevel,
+               max_retries: int = MAX_RETRIES_DEFAULT,
+               progress: Callable[[str], None] | None = None,
+               group_commit: bool = GROUP_COMMIT_DEFAULT,
+               checkpoint: Callable[[int, dict[str, Any]], None] | None = None) -> list[GroupResult]:
+    """Run several job groups of ``plan`` in this process as one unit of work: their MAJOR partitions in one Iceberg
+    rewrite action (its file groups rewritten concurrently, as ``CALL rewrite_data_files`` does over a whole
+    table), their MINOR partitions in one RowDelta, one group read for validation, instead of one of each per group
+    run one after the other. Results are reported per group, as :func:`run_group` reports them (``checkpoint``
+    receives each group's incomplete result, with its id)."""
     J.activate(spark)
     groups = {g.group_id: g for g in plan.groups}
-    result = GroupResult(plan.plan_id, group_id, str(plan.table))
-    if group_id not in groups:
-        result.status, result.exit_code = "failed", 4
-        result.error = f"plan {plan.plan_id} has no job group {group_id} (groups: {sorted(groups)})"
-        return result
-    tasks = _merge_tasks(groups[group_id].tasks)
+    results = {gid: GroupResult(plan.plan_id, gid, str(plan.table)) for gid in dict.fromkeys(group_ids)}
+    owner: dict[str, int] = {}  # partition label -> its group
+    planned: list[CompactionTask] = []
+    for gid in results:
+        if gid not in groups:
+            results[gid].status, results[gid].exit_code = "failed", 4
+            results[gid].error = f"plan {plan.plan_id} has no job group {gid} (groups: {sorted(groups)})"
+            continue
+        for task in groups[gid].tasks:
+            owner.setdefault(task.partition.label(), gid)
+            planned.append(task)
+    tasks = _merge_tasks(tuple(planned))
+    reported = _run_tasks(spark, plan, tasks, level=level, max_retries=max_retries, progress=progress,
+                          group_commit=group_commit,
+                          checkpoint=None if checkpoint is None else functools.partial(
+                              _checkpoint_per_group, plan, owner, checkpoint))
+    for part in reported:
+        results[owner[part.label]].partitions.append(part)
+    for gid, result in results.items():
+        if gid in groups:
+            _finish_group(result)
+    return list(results.values())
+
+
+def _checkpoint_per_group(plan: CompactionPlan, owner: dict[str, int],
+                          checkpoint: Callable[[int, dict[str, Any]], None], parts: list[PartitionResult]) -> None:
+    by_group: dict[int, list[PartitionResult]] = {gid: [] for gid in dict.fromkeys(owner.values())}
+    for part in parts:
+        by_group[owner[part.label]].append(part)
+    for gid, group_parts in by_group.items():
+        incomplete = GroupResult(plan.plan_id, gid, str(plan.table), status="incomplete", partitions=group_parts,
+                                 exit_code=RewriteJobError.exit_code,
+                                 error="the job ended before it reported every partition (killed or crashed)")
+        checkpoint(gid, incomplete.to_dict())
+
+
+def _finish_group(result: GroupResult) -> None:
+    bad = [p for p in result.partitions if p.status in (FAILED, CONFLICT, ROLLED_BACK, NEEDS_ATTENTION, UNSUPPORTED)]
+    if not bad:
+        result.status = "succeeded"
+    else:
+        result.status = "partial" if len(bad) < len(result.partitions) else "failed"
+        result.exit_code = max((p.exit_code for p in bad), default=0) or RewriteJobError.exit_code
+        result.error = "; ".join(f"{p.label}: {p.status}{': ' + p.error if p.error else ''}" for p in bad)[:4000]
+
+
+def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
+               max_retries: int, progress: Callable[[str], None] | None, group_commit: bool,
+               checkpoint: Callable[[list[PartitionResult]], None] | None) -> list[PartitionResult]:
+    """Every task, in order: the MAJOR and selective rewrites together, the MINOR conversions together, then each
+    partition not settled so far on its own (:func:`run_task`). ``checkpoint`` receives what is committed and
+    validated so far whenever that grows."""
     group = _group_rows(spark, plan, tasks, level)
     settled: dict[Any, PartitionResult] = {}
     rewrites: dict[Any, PartitionResult] = {}  # selective tasks whose file rewrite is done and validated
+    reported: list[PartitionResult] = []
 
     def save_progress() -> None:
         if checkpoint is None:
             return
-        parts = {p.label: p for p in result.partitions}
+        parts = {p.label: p for p in reported}
         for key, part in settled.items():
             parts.setdefault(key.label(), part)
         for key, part in rewrites.items():
             if key.label() not in parts:
                 parts[key.label()] = dataclasses.replace(
                     part, reason="file rewrite committed and validated; the job ended before the rest of the work")
-        incomplete = GroupResult(plan.plan_id, group_id, str(plan.table), status="incomplete",
-                                 partitions=list(parts.values()), exit_code=RewriteJobError.exit_code,
-                                 error="the job ended before it reported every partition (killed or crashed)")
-        checkpoint(incomplete.to_dict())
+        checkpoint(list(parts.values()))
 
     announced: set[Any] = set()
 
@@ -1158,7 +1217,7 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
             save_progress()
         for task in tasks:
             if task.partition in settled:
-                result.partitions.append(settled[task.partition])
+                reported.append(settled[task.partition])
                 continue
             part = run_task(spark, plan.table.catalog, plan, task, level=level, max_retries=max_retries,
                             progress=progress, prepared=prepared.get(task.partition), group=group)
@@ -1166,20 +1225,13 @@ def run_group(spark: Any, plan: CompactionPlan, group_id: int, *, level: Validat
                 part.conflicts = conflicts[task.partition] + part.conflicts
                 part.attempts += 1
             settled[task.partition] = _combine(rewrites.get(task.partition), part)
-            result.partitions.append(settled[task.partition])
+            reported.append(settled[task.partition])
             announce_final()
             save_progress()
     finally:
         if group is not None:
             group.close()
-    bad = [p for p in result.partitions if p.status in (FAILED, CONFLICT, ROLLED_BACK, NEEDS_ATTENTION, UNSUPPORTED)]
-    if not bad:
-        result.status = "succeeded"
-    else:
-        result.status = "partial" if len(bad) < len(result.partitions) else "failed"
-        result.exit_code = max((p.exit_code for p in bad), default=0) or RewriteJobError.exit_code
-        result.error = "; ".join(f"{p.label}: {p.status}{': ' + p.error if p.error else ''}" for p in bad)[:4000]
-    return result
+    return reported
 
 
 def _combine(rewrite: PartitionResult | None, part: PartitionResult) -> PartitionResult:
