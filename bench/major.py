@@ -16,7 +16,7 @@ Contenders (each on its own fresh clone, order rotated every repeat, median of `
 untimed ours(none) run first on throwaway clones, so that JVM class loading/JIT does not land on the first contender):
 
 * ``ours_count`` / ``ours_checksum`` / ``ours_none`` - our MAJOR in-process: ``inspect_table`` + ``plan(mode=major)``
-  + ``run_group`` for every job group (the group's MAJOR partitions in one Iceberg rewrite action and one commit, one
+  + ``run_groups`` of all the job groups at once (their MAJOR partitions in one Iceberg rewrite action and one commit, one
   dangling-delete cleanup commit, then validation of every partition at level count / checksum / none; a group
   with a single MAJOR partition, or whose group action failed, runs per partition). This benchmark's catalog is SQLite, so the job's validation
   read-ahead (PostgreSQL and other multi-writer catalogs only: rows read in a background thread while Iceberg's
@@ -313,7 +313,7 @@ class Bench:
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
         from compaction.inspect import inspect_table
-        from compaction.spark.job import COMMITTED, run_group
+        from compaction.spark.job import COMMITTED, run_groups
         from compaction.spark.validation import ValidationLevel
 
         level = ValidationLevel.parse(level_name)
@@ -328,10 +328,9 @@ class Bench:
                 the_plan = plan(state, CompactionPolicy.resolve(state.properties), "major",
                                 _dt.datetime.now(_dt.timezone.utc),
                                 partition_filter=(lambda k: k == first) if one_partition else None)
-            results = []
-            for group in the_plan.groups:
-                with timer.section("run_group"):
-                    results.append(run_group(self.spark, the_plan, group.group_id, level=level, max_retries=3))
+            with timer.section("run_group"):  # every group at once, as `icecompact run` on one machine
+                results = run_groups(self.spark, the_plan, [g.group_id for g in the_plan.groups], level=level,
+                                     max_retries=3)
             elapsed = time.perf_counter() - t0
         parts = [p for r in results for p in r.partitions]
         bad = [f"{p.label}: {p.status} {p.error or ''}" for p in parts if p.status != COMMITTED]
@@ -671,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
                 "parquet": f"spark.read.parquet(<{len(data_paths)} data files ours rewrites>).write"
                            f".option('compression', '{codec}').parquet(tmp)",
                 "scan": "spark.table(t).agg(count(1), sum(cast(xxhash64(all columns) as decimal(38,0))))",
-                "ours": "inspect_table + plan(mode=major) + run_group(level) for every group, in-process",
+                "ours": "inspect_table + plan(mode=major) + run_groups(level) of all groups at once, in-process",
             },
             "table": table_info,
             "plan": plan_info,

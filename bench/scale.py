@@ -11,7 +11,7 @@ part of any ratio) and every contender works on its own **clone** registered fro
 Contenders per size (order rotated between sizes; ``--repeat`` repeats them, medians reported):
 
 * ``major_none`` / ``major_count`` / ``major_checksum``: our MAJOR in-process (``inspect_table`` + ``plan(major)`` +
-  ``run_group`` of every job group) at each validation level, instrumented with the phase timers of
+  ``run_groups`` of all the job groups at once, as ``icecompact run`` does on one machine) at each validation level, instrumented with the phase timers of
   ``bench/major.py`` (where the time goes);
 * ``call``: ``CALL system.rewrite_data_files`` with the same target size (delete-file-threshold 1, starting sequence
   number kept, dangling deletes removed);
@@ -247,7 +247,7 @@ class SizeRun:
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
         from compaction.inspect import inspect_table
-        from compaction.spark.job import run_group
+        from compaction.spark.job import run_groups
         from compaction.spark.validation import ValidationLevel
 
         timer = bench.timer
@@ -264,10 +264,11 @@ class SizeRun:
                     overrides = {**(overrides or {}), **extra_overrides}
                 the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), mode, NOW)
             parts = []
-            for group in the_plan.groups:
-                with timer.section("run_group"):
-                    parts += run_group(self.spark, the_plan, group.group_id, level=ValidationLevel.parse(level_name),
-                                       max_retries=3).partitions
+            # Every group in this process at once, as `icecompact run` runs them on one machine (run_groups).
+            with timer.section("run_group"):
+                for result in run_groups(self.spark, the_plan, [g.group_id for g in the_plan.groups],
+                                         level=ValidationLevel.parse(level_name), max_retries=3):
+                    parts += result.partitions
             elapsed = time.perf_counter() - t0
         bad = [f"{p.label}: {p.status} {p.error or ''}" for p in parts if p.status not in ("committed", "no_op")]
         if bad or not parts or the_plan.deferred:

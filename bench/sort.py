@@ -9,7 +9,8 @@ Every contender compacts with the same target file size (``--target-mib``, defau
 
 Contenders:
 
-* ``ours_binpack``: our MAJOR (``inspect_table`` + ``plan(major, full rewrite)`` + ``run_group``), bin-pack;
+* ``ours_binpack``: our MAJOR (``inspect_table`` + ``plan(major, full rewrite)`` + ``run_groups`` of all the
+  job groups at once, as ``icecompact run`` on one machine), bin-pack;
 * ``ours_sort`` / ``ours_zorder``: the same with ``compaction.major.strategy`` = ``sort`` (``customer_id``) /
   ``zorder`` (``customer_id, unit_price``), at validation ``none`` and ``count`` (the default);
 * ``call_sort`` / ``call_zorder``: ``CALL system.rewrite_data_files(strategy => 'sort', sort_order => ...)`` with
@@ -148,7 +149,7 @@ def run_ours(spark: Any, catalog: Any, name: str, strategy: str, level: str, tar
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
     from compaction.inspect import inspect_table
-    from compaction.spark.job import COMMITTED, NO_OP, run_group
+    from compaction.spark.job import COMMITTED, NO_OP, run_groups
     from compaction.spark.validation import ValidationLevel
 
     overrides: dict[str, object] = {"major_full_rewrite": True, "target_file_size_bytes": target,
@@ -160,8 +161,8 @@ def run_ours(spark: Any, catalog: Any, name: str, strategy: str, level: str, tar
     t0 = time.perf_counter()
     state = inspect_table(catalog, f"{NAMESPACE}.{name}")
     the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), CompactionMode.MAJOR, NOW)
-    outcomes = [p for g in the_plan.groups
-                for p in run_group(spark, the_plan, g.group_id, level=ValidationLevel(level)).partitions]
+    outcomes = [p for r in run_groups(spark, the_plan, [g.group_id for g in the_plan.groups],
+                                      level=ValidationLevel(level)) for p in r.partitions]
     elapsed = time.perf_counter() - t0
     bad = [(p.label, p.status, p.error) for p in outcomes if p.status not in (COMMITTED, NO_OP)]
     if bad or not outcomes:
