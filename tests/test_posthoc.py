@@ -10,12 +10,9 @@ which checks that commit through spark-submit before planning.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import signal
 from pathlib import Path
 from typing import Any, Sequence
 
-import psutil
 import pytest
 
 from compaction.catalog import CatalogConfig
@@ -32,6 +29,7 @@ from compaction.spark.major import PLAN_PROPERTY, rewrite_partition
 from compaction.spark.posthoc import check_snapshots
 from compaction.spark.validation import ValidationLevel
 from compaction.testing.oracle import read_table
+from compaction.testing.processes import SparkSubmitKiller
 from compaction.testing.workload import WorkloadSpec, generate
 
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -139,19 +137,11 @@ def test_a_job_killed_between_commit_and_check_is_checked_by_the_next_run(  # ty
     workload = generate(spark, sqlite_catalog, "ph.kill", WorkloadSpec(seed=24, partitioning="days_ts", commits=2))
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
     monkeypatch.setenv("ICECOMPACT_FAULT_INJECT", "sleep:after-rewrite:600")
-    killed: list[int] = []
-
-    def on_output(line: str) -> None:
-        if "fault injection: sleeping" in line:
-            for proc in psutil.process_iter(["cmdline"]):
-                cmd = " ".join(proc.info["cmdline"] or [])
-                if "org.apache.spark.deploy.SparkSubmit" in cmd and "ph.kill" in cmd:
-                    killed.append(proc.pid)
-                    os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+    on_output = SparkSubmitKiller("ph.kill")
 
     report = run_table(sqlite_catalog, "ph.kill", mode=CompactionMode.MAJOR, ledger=ledger, progress=on_output,
                        max_parallel_jobs=1)
-    assert killed and report.status is RunStatus.FAILED
+    assert on_output.killed and report.status is RunStatus.FAILED
     assert all(o.status is OutcomeStatus.FAILED for o in ledger.outcomes(report.run_id))
     identity, table = load_table(sqlite_catalog, "ph.kill")
     unchecked = table.current_snapshot().snapshot_id

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
 from compaction.catalog import CatalogConfig
@@ -18,6 +16,7 @@ from compaction.core.plan import CompactionMode
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
 from compaction.runner import run_table
 from compaction.testing.oracle import read_table
+from compaction.testing.processes import SparkSubmitKiller
 from compaction.testing.workload import WorkloadSpec, generate
 
 
@@ -88,19 +87,11 @@ def test_kill_9_mid_rewrite_leaves_table_unchanged(spark, sqlite_catalog: Catalo
     head = _snapshot(sqlite_catalog, workload.identifier)
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
     monkeypatch.setenv("ICECOMPACT_FAULT_INJECT", "sleep:before-rewrite:600")
-    killed: list[int] = []
-
-    def on_output(line: str) -> None:
-        if "fault injection: sleeping" in line:  # every job group of the run reaches it
-            for proc in psutil.process_iter(["cmdline"]):
-                cmd = " ".join(proc.info["cmdline"] or [])
-                if "org.apache.spark.deploy.SparkSubmit" in cmd and "kill.t" in cmd:
-                    killed.append(proc.pid)
-                    os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+    on_output = SparkSubmitKiller("kill.t")
 
     report = run_table(sqlite_catalog, "kill.t", mode=CompactionMode.MAJOR, ledger=ledger, progress=on_output,
                        max_parallel_jobs=1)
-    assert killed, "the job never reached the rewrite"
+    assert on_output.killed, "the job never reached the rewrite"
     assert report.status is RunStatus.FAILED and report.exit_code == 8
     assert any("SIGKILL" in e or "signal" in e.lower() for e in report.errors), report.errors
     assert _snapshot(sqlite_catalog, workload.identifier) == head

@@ -295,6 +295,11 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
     rows_at = cache.get
 
     pairs: list[tuple[int, int, Fingerprint | None, Any, Any]] = []  # (commit, parent, before, keys, predicate)
+    # A commit that only removes delete files (our dangling-delete cleanup) can change no value and lose no row:
+    # removing a delete can only make rows live again, which raises the count. Count proves it, from metadata when
+    # no delete is left, instead of a checksum pass over every column (bench/scale.py: one of ~5 full reads).
+    by_count = {sid for sid in commits if level is ValidationLevel.CHECKSUM and _only_removes_deletes(table, sid)}
+    count_cache = _fingerprint_cache(spark, ref, ValidationLevel.COUNT) if by_count else None
     for sid in commits:
         parent = int(table.snapshot(int(sid)).parentId())
         if level is ValidationLevel.NONE:
@@ -311,7 +316,7 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
     if level is not ValidationLevel.NONE:
         # Every snapshot still to read, in one Spark job (a cleanup's parent is the rewrite: read once).
         cache.get_many([(parent, keys, predicate) for _, parent, before, keys, predicate in pairs if before is None]
-                       + [(sid, keys, predicate) for sid, _, _, keys, predicate in pairs])
+                       + [(sid, keys, predicate) for sid, _, _, keys, predicate in pairs if sid not in by_count])
 
     for sid, parent, before, keys, predicate in pairs:
         if level is ValidationLevel.NONE:
@@ -319,10 +324,17 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
         else:
             if before is None:
                 before = rows_at(parent, keys, predicate)
-            after = rows_at(int(sid), keys, predicate)
+            if sid in by_count and count_cache is not None:
+                after = count_cache.get(int(sid), keys, predicate)
+                if before is not None and after is not None:
+                    # Compared by rows; recorded with the parent's checksum (the cleanup kept every value).
+                    after = Fingerprint(after.rows, before.checksum if after.rows == before.rows else None)
+            else:
+                after = rows_at(int(sid), keys, predicate)
         ok = before == after
         checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
-                       "after": after and after.to_dict(), "ok": ok})
+                       "after": after and after.to_dict(), "ok": ok,
+                       **({"compared": "rows (it only removed delete files)"} if sid in by_count else {})})
         if not ok:
             result.validation = {"level": level.value, "result": "failed", "checks": checks}
             raise CommitValidationError(
@@ -347,6 +359,25 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
             )
     result.validation = {"level": level.value, "result": "passed" if level is not ValidationLevel.NONE else "skipped",
                          "checks": checks}
+
+
+def _only_removes_deletes(table: Any, snapshot_id: int) -> bool:
+    """The snapshot's summary says it removed delete files and added or removed nothing else (Iceberg's snapshot
+    summary counts: SnapshotSummary)."""
+    snapshot = table.snapshot(int(snapshot_id))
+    summary = None if snapshot is None else snapshot.summary()
+    if summary is None:
+        return False
+
+    def count(key: str) -> int:
+        value = summary.get(key)
+        return int(str(value)) if value is not None else 0
+
+    removed = count("removed-delete-files") + count("removed-position-delete-files") + count(
+        "removed-equality-delete-files") + count("removed-dvs")
+    added = (count("added-data-files") + count("deleted-data-files") + count("added-delete-files")
+             + count("added-position-delete-files") + count("added-equality-delete-files") + count("added-dvs"))
+    return removed > 0 and added == 0
 
 
 def _single_spec(table: Any) -> bool:
