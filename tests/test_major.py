@@ -206,3 +206,43 @@ def test_a_job_that_ends_early_leaves_a_record_of_what_it_committed(spark, postg
     assert outcomes[first].status is OutcomeStatus.COMMITTED and outcomes[first].commit_snapshot_id in on_main
     assert all(o.status is OutcomeStatus.FAILED for label, o in outcomes.items() if label != first)
     assert status is RunStatus.PARTIAL and exit_code != 0
+
+
+def test_at_checksum_a_commit_that_only_removes_deletes_is_checked_by_count(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
+    """Removing a delete file that still applies makes rows live again: the row count catches it, so such a commit
+    (our dangling-delete cleanup) is compared by count even at level checksum, and the check says so."""
+    from compaction.core.errors import CommitValidationError
+    from compaction.core.model import DeleteContent
+    from compaction.core.plan import partition_key_to_dict
+    from compaction.spark import job
+    from compaction.spark import jvm as J
+    from compaction.spark.partition_files import delete_kind
+
+    workload = generate(spark, sqlite_catalog, "cdc.rm", WorkloadSpec(seed=44, partitioning="unpartitioned", commits=3,
+                                                                       use_equality_deletes=True))
+    table = J.load_table(spark, workload.table)
+    table.refresh()
+    tasks = table.newScan().planFiles()
+    live = []
+    try:
+        it = tasks.iterator()
+        while it.hasNext():
+            live += list(it.next().deletes())
+    finally:
+        tasks.close()
+    still_applies = next(d for d in live if delete_kind(d) in (DeleteContent.EQUALITY, DeleteContent.POSITION))
+    rewrite = table.newRewrite()
+    rewrite.deleteFile(still_applies)
+    rewrite.commit()
+    table.refresh()
+    sid = int(table.currentSnapshot().snapshotId())
+    assert job._only_removes_deletes(table, sid)
+    key = inspect_table(sqlite_catalog, "cdc.rm").partitions[0].key
+    result = job.PartitionResult(partition_key_to_dict(key), key.label(), "major")
+    expression = J.jvm(spark).org.apache.iceberg.expressions.Expressions.alwaysTrue()
+    with pytest.raises(CommitValidationError, match="rows differ"):
+        job._validate(spark, table, workload.table, sqlite_catalog.name, key, [sid], ValidationLevel.CHECKSUM, None,
+                      expression, result)
+    (check,) = result.validation["checks"]
+    assert check["compared"].startswith("rows") and not check["ok"]
+    assert check["after"]["rows"] > check["before"]["rows"]
