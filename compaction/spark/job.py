@@ -298,7 +298,7 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
     # A commit that only removes delete files (our dangling-delete cleanup) can change no value and lose no row:
     # removing a delete can only make rows live again, which raises the count. Count proves it, from metadata when
     # no delete is left, instead of a checksum pass over every column (bench/scale.py: one of ~5 full reads).
-    by_count = {sid for sid in commits if level is ValidationLevel.CHECKSUM and _only_removes_deletes(table, sid)}
+    by_count = {sid for sid in commits if _compared_by_count(table, sid, level)}
     count_cache = _fingerprint_cache(spark, ref, ValidationLevel.COUNT) if by_count else None
     for sid in commits:
         parent = int(table.snapshot(int(sid)).parentId())
@@ -324,14 +324,12 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
         else:
             if before is None:
                 before = rows_at(parent, keys, predicate)
-            if sid in by_count and count_cache is not None:
-                after = count_cache.get(int(sid), keys, predicate)
-                if before is not None and after is not None:
-                    # Compared by rows; recorded with the parent's checksum (the cleanup kept every value).
-                    after = Fingerprint(after.rows, before.checksum if after.rows == before.rows else None)
-            else:
-                after = rows_at(int(sid), keys, predicate)
-        ok = before == after
+            after = (count_cache.get(int(sid), keys, predicate) if sid in by_count and count_cache is not None
+                     else rows_at(int(sid), keys, predicate))
+        if sid in by_count:
+            ok = before is not None and after is not None and before.rows == after.rows
+        else:
+            ok = before == after
         checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
                        "after": after and after.to_dict(), "ok": ok,
                        **({"compared": "rows (it only removed delete files)"} if sid in by_count else {})})
@@ -359,6 +357,11 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
             )
     result.validation = {"level": level.value, "result": "passed" if level is not ValidationLevel.NONE else "skipped",
                          "checks": checks}
+
+
+def _compared_by_count(table: Any, snapshot_id: int, level: ValidationLevel) -> bool:
+    """At checksum, a commit that only removes delete files is compared by row count (see _validate)."""
+    return level is ValidationLevel.CHECKSUM and _only_removes_deletes(table, snapshot_id)
 
 
 def _only_removes_deletes(table: Any, snapshot_id: int) -> bool:
@@ -1030,7 +1033,7 @@ def _read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: Validati
     ``own_rows``), all in one Spark job."""
     if commits and level is not ValidationLevel.NONE and _single_spec(table):
         # Not a commit that only removes delete files at checksum: _validate compares its rows by count.
-        read = [sid for sid in commits if not (level is ValidationLevel.CHECKSUM and _only_removes_deletes(table, sid))]
+        read = [sid for sid in commits if not _compared_by_count(table, sid, level)]
         fingerprints.get_many([(sid, frozenset({k}), rows_predicate(spark, table, plan.table.catalog, {k}))
                                for sid in read for k in keys])
 

@@ -17,7 +17,7 @@ from compaction.core.model import TableIdentity
 from compaction.spark import jvm as J
 from compaction.spark.major import PLAN_PROPERTY
 from compaction.spark.partition_files import snapshots_between, touched_partitions
-from compaction.spark.validation import ValidationLevel, classify_java_error, rollback_if_current, snapshot_fingerprints
+from compaction.spark.validation import ValidationLevel, classify_java_error, snapshot_fingerprints
 
 
 def _plan_of(table: Any, snapshot_id: int) -> str | None:
@@ -32,7 +32,7 @@ def check_snapshot(spark: Any, table: Any, table_ref: str, catalog_name: str, sn
     """Check one snapshot; returns ``{snapshot_id, parent_id, plan_id, level, result, detail}`` with result
     ``passed``, ``failed`` (only when undoing was not attempted), ``rolled_back``, ``needs_attention`` or
     ``skipped`` (no longer in the table, or no parent to compare with)."""
-    from compaction.spark.job import rows_predicate
+    from compaction.spark.job import ROLLED_BACK, _undo, rows_predicate
 
     out: dict[str, Any] = {"snapshot_id": int(snapshot_id), "parent_id": None, "plan_id": None,
                            "level": level.value, "result": "skipped", "detail": ""}
@@ -65,12 +65,10 @@ def check_snapshot(spark: Any, table: Any, table_ref: str, catalog_name: str, sn
         out["result"] = "needs_attention"
         out["detail"] += "; not undone: a later snapshot on main is not of its plan"
         return out
-    for sid in reversed(chain):
-        sid_parent = table.snapshot(sid).parentId()
-        if sid_parent is None or not rollback_if_current(spark, table, sid, int(sid_parent)):
-            out["result"] = "needs_attention"
-            out["detail"] += f"; undoing stopped at snapshot {sid}: it was no longer current"
-            return out
+    if _undo(spark, table, chain) != ROLLED_BACK:  # newest first, each only while current (as a job undoes)
+        out["result"] = "needs_attention"
+        out["detail"] += "; undoing stopped: a snapshot of its plan was no longer current"
+        return out
     out["result"] = "rolled_back"
     out["detail"] += f"; rolled back ({len(chain)} snapshot(s) of its plan, newest first)"
     return out
