@@ -32,6 +32,7 @@ Layout (one module per concern, all re-exported here so ``from compaction.ledger
 (URLs, engines, Alembic), :mod:`~compaction.ledger.runs` and :mod:`~compaction.ledger.health` (the method groups),
 :mod:`~compaction.ledger.maintenance` (maintenance runs, their actions, write leases),
 :mod:`~compaction.ledger.checks` (checks of our own snapshots, by their job or post hoc),
+:mod:`~compaction.ledger.queue` (the work queue of resident executors, and the executors),
 :mod:`~compaction.ledger.store` (:class:`Ledger`, which combines them).
 
 Errors: every SQLAlchemy / Alembic failure is wrapped into :class:`LedgerError` (exit code 10) at the public
@@ -75,6 +76,7 @@ from compaction.ledger.maintenance import (
     WriteLease,
     WriteLeaseRow,
 )
+from compaction.ledger.queue import ExecutorRecord, ExecutorRow, WorkItem, WorkItemRow
 from compaction.ledger.records import (
     MAX_TEXT_CHARS,
     ConflictRecord,
@@ -92,6 +94,10 @@ from compaction.ledger.schema import Base, ConflictRow, PartitionOutcomeRow, Pla
 from compaction.ledger.store import Ledger
 
 __all__ = [
+    "ExecutorRecord",
+    "ExecutorRow",
+    "WorkItem",
+    "WorkItemRow",
     "SnapshotCheck",
     "SnapshotCheckRecord",
     "SnapshotCheckRow",

@@ -23,13 +23,14 @@ from compaction.ledger.checks import _SnapshotChecks
 from compaction.ledger.errors import LedgerError, _describe, _leaks, redact_text, redact_url
 from compaction.ledger.health import _HealthSamples
 from compaction.ledger.maintenance import _Maintenance
+from compaction.ledger.queue import _Queue
 from compaction.ledger.records import _clip
 from compaction.ledger.runs import _Runs
 
 # ==============================================================================================================
 
 
-class Ledger(_Runs, _HealthSamples, _Maintenance, _SnapshotChecks):
+class Ledger(_Runs, _HealthSamples, _Maintenance, _SnapshotChecks, _Queue):
     """Store of plans, runs, per-partition outcomes and commit conflicts. Open with :meth:`Ledger.open`.
 
     A ``Ledger`` owns a SQLAlchemy engine (connection pool): close it (or use it as a context manager). It is
