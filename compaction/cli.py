@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from compaction.core.errors import CompactionError
@@ -369,7 +370,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = run_table(
         catalog, args.table, mode=CompactionMode(args.mode), partition_filter=text,
         overrides=_parse_overrides(args.set), dry_run=args.dry_run, validation=args.validation,
-        max_retries=args.max_retries, max_parallel_jobs=args.max_parallel_jobs,
+        max_retries=args.max_retries, max_parallel_jobs=args.max_parallel_jobs, executor=args.executor,
         progress=lambda m: print(m, file=sys.stderr, flush=True),
     )
     print(format_plan(report.plan))
@@ -389,6 +390,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
     return report.exit_code
+
+
+def cmd_executor(args: argparse.Namespace) -> int:
+    from compaction.executor import options_from_args, read_catalog_file, run_supervisor, stop_executors
+    from compaction.ledger import Ledger
+    from compaction.spark.session import SparkSettings
+
+    if args.action == "run":
+        catalog = read_catalog_file(Path(args.catalog_file)) if args.catalog_file else _catalog(args)
+        return run_supervisor(catalog, args.executor_id, options=options_from_args(args),
+                              spark_settings=SparkSettings.from_environment(master=args.master),
+                              progress=lambda m: print(m, file=sys.stderr, flush=True))
+    with Ledger.open() as ledger:
+        if args.action == "stop":
+            stop_executors(ledger, getattr(args, "catalog", None))
+            return 0
+        now = _dt.datetime.now(_dt.timezone.utc)
+        records = ledger.executors(include_stopped=args.all)
+        if args.json:
+            print(json.dumps([dict(r.to_dict(), alive=r.alive(now)) for r in records], indent=2))
+            return 0
+        if not records:
+            print("no executor" + ("" if args.all else " running (--all lists stopped ones)"))
+        for r in records:
+            state = r.status if r.alive(now) or r.status == "stopped" else f"{r.status}, heartbeat lost"
+            print(f"{r.executor_id}  catalog {r.catalog}  {state}  host {r.host} pid {r.pid}  "
+                  f"generation {r.generation}  {r.groups_run} group(s)  heap {r.heap_used_mb} MiB  "
+                  f"heartbeat {r.heartbeat_at.isoformat(timespec='seconds')}"
+                  + (f"  item {r.current_item}" if r.current_item else "")
+                  + (f"  stopped: {r.stop_reason}" if r.stop_reason else ""))
+    return 0
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -512,8 +544,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="post-commit check of every compaction snapshot (default count; see docs/validation.md)")
     p.add_argument("--max-retries", type=int, default=3, help="conflict retries per partition (default 3)")
     p.add_argument("--max-parallel-jobs", type=int, default=2, help="concurrent spark-submits (1 on SQLite)")
+    p.add_argument("--executor", choices=["submit", "resident"], default="submit",
+                   help="submit: a spark-submit per run (default); resident: queue the work for a long-running "
+                        "executor of the catalog, started when none is alive (see docs/executors.md)")
     p.add_argument("--no-record", action="store_true", help=_NO_RECORD_HELP + " after the run")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("executor", parents=[catalog_option],
+                       help="resident Spark executors fed by the ledger's queue (see docs/executors.md)")
+    actions = p.add_subparsers(dest="action", required=True)
+    q = actions.add_parser("run", parents=[catalog_option],
+                           help="run an executor for the catalog in the foreground (restarted when it asks to be)")
+    q.add_argument("--executor-id", help=argparse.SUPPRESS)  # set by a detached start (already registered)
+    q.add_argument("--catalog-file", help=argparse.SUPPRESS)  # a 0600 file read and deleted at once
+    q.add_argument("--master", help="Spark master (default $ICECOMPACT_SPARK_MASTER or local[2])")
+    from compaction.executor import add_option_args
+
+    add_option_args(q)
+    q.set_defaults(func=cmd_executor)
+    q = actions.add_parser("status", help="executors and their heartbeats")
+    q.add_argument("--all", action="store_true", help="stopped ones too")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_executor)
+    q = actions.add_parser("stop", parents=[catalog_option], help="SIGTERM this host's executors (of --catalog)")
+    q.set_defaults(func=cmd_executor)
 
     p = sub.add_parser("maintain", parents=[catalog_option],
                        help="expire snapshots, rewrite manifests, delete orphan files on Spark (see docs/maintenance.md)")

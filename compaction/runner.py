@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from compaction import settings
 from compaction.catalog import CatalogConfig
-from compaction.core.errors import CompactionError, RewriteJobError
+from compaction.core.errors import CompactionError, ConfigError, RewriteJobError
 from compaction.core.model import PartitionKey, TableIdentity, TableState
 from compaction.core.partition_filter import PartitionFilter
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
@@ -110,7 +110,15 @@ def run_table(
     timeout_s: float | None = None,
     airflow_dag_id: str | None = None,
     airflow_run_id: str | None = None,
+    executor: str = "submit",
 ) -> RunReport:
+    """Plan ``table_name`` and compact it: ``executor`` ``submit`` runs the groups with spark-submit (one per group,
+    or one for all of them on a local master or an SQLite catalog); ``resident`` queues them for the catalog's
+    long-running executor (compaction.executor), started when none is alive, and waits."""
+    from compaction.executor import EXECUTOR_CHOICES
+
+    if executor not in EXECUTOR_CHOICES:
+        raise ConfigError(f"invalid executor {executor!r}: use one of {', '.join(EXECUTOR_CHOICES)}")
     now = now or _dt.datetime.now(_dt.timezone.utc)
     identity, table = load_table(catalog, table_name)
     if isinstance(partition_filter, str):  # a row filter on source columns (compaction.filters), checked first
@@ -142,7 +150,7 @@ def run_table(
             return report
         report = _execute(catalog, compaction_plan, report, ledger, validation=validation, max_retries=max_retries,
                           max_parallel_jobs=max_parallel_jobs, spark_settings=spark_settings or SparkSettings.from_environment(),
-                          progress=progress, timeout_s=timeout_s)
+                          progress=progress, timeout_s=timeout_s, executor=executor)
         report.after = inspect_table(catalog, table_name)
         return report
     finally:
@@ -152,7 +160,7 @@ def run_table(
 
 def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: RunReport, ledger: Ledger, *,
              validation: str, max_retries: int, max_parallel_jobs: int, spark_settings: SparkSettings,
-             progress: Callable[[str], None], timeout_s: float | None) -> RunReport:
+             progress: Callable[[str], None], timeout_s: float | None, executor: str = "submit") -> RunReport:
     plan_path = write_plan(report.run_id, compaction_plan)
     run_dir = plan_path.parent
     workers = 1 if is_single_writer(catalog) else max(1, max_parallel_jobs)
@@ -210,7 +218,12 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
     group_ids = [g.group_id for g in compaction_plan.groups]
     together = len(group_ids) > 1 and (workers == 1 or is_local_master(spark_settings.master))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        outcomes = submit_together(group_ids) if together else pool.map(submit, group_ids)
+        if executor == "resident":
+            outcomes: Any = run_resident(catalog, compaction_plan, report.run_id, ledger, validation=validation,
+                                         max_retries=max_retries, spark_settings=spark_settings, progress=progress,
+                                         timeout_s=timeout_s)
+        else:
+            outcomes = submit_together(group_ids) if together else pool.map(submit, group_ids)
         for group_id, result, error in outcomes:
             recorded = record_group_result(ledger, report.run_id, compaction_plan, group_id, result, error,
                                            validation, progress=progress)
@@ -221,6 +234,35 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
     status, exit_code = finish_recorded_run(ledger, report.run_id, report.outcomes, report.errors, exit_codes)
     report.status, report.exit_code = status, exit_code
     return report
+
+
+def run_resident(catalog: CatalogConfig, compaction_plan: CompactionPlan, run_id: str, ledger: Ledger, *,
+                 validation: str, max_retries: int, spark_settings: SparkSettings,
+                 progress: Callable[[str], None], timeout_s: float | None = None,
+                 ) -> list[tuple[int, dict[str, Any] | None, str | None]]:
+    """Queue the plan's groups as one work item (one rewrite action, as ``submit_together``) for the catalog's
+    resident executor, start one when none is alive, wait; (group, result, error) per group."""
+    from compaction.executor import ensure_executor, results_by_group, wait_for_work
+
+    group_ids = [g.group_id for g in compaction_plan.groups]
+    item = ledger.enqueue_work(compaction_plan.to_json(), plan_id=compaction_plan.plan_id,
+                               table_ref=compaction_plan.table.dotted, catalog=catalog.name, group_ids=group_ids,
+                               run_id=run_id, validation=validation, max_retries=max_retries,
+                               exclusive=is_single_writer(catalog))
+    progress(f"groups {', '.join(map(str, group_ids))}: queued as work item {item.item_id}")
+
+    def keep_alive() -> None:
+        ensure_executor(catalog, ledger, spark_settings=spark_settings, ledger_url=ledger.connection_url(),
+                        progress=progress)
+
+    keep_alive()
+    items = wait_for_work(ledger, [item.item_id], timeout_s=timeout_s, keep_alive=keep_alive, progress=progress)
+    by_group = results_by_group(items)
+    out: list[tuple[int, dict[str, Any] | None, str | None]] = []
+    for gid in group_ids:
+        result, error = by_group.get(gid, (None, f"work item {item.item_id} has no result for group {gid}"))
+        out.append((gid, None if result is None else dict(result), error))
+    return out
 
 
 def check_unchecked_snapshots(catalog: CatalogConfig, identity: TableIdentity, table: Any, ledger: Ledger, *,

@@ -45,6 +45,7 @@ def test_claim_complete_and_ownership(ledger: Ledger) -> None:
     first = enqueue(ledger, groups=(0, 1))
     second = enqueue(ledger, now=at(1))
     other_catalog = enqueue(ledger, catalog="other", now=at(-5))
+    assert ledger.has_pending_work(["c"], now=at(2)) and not ledger.has_pending_work(["none"], now=at(2))
     item = ledger.claim_work("e1", catalogs=["c"], lease_s=30, now=at(2))
     assert item is not None and item.item_id == first and item.status is WorkStatus.RUNNING
     assert item.attempts == 1 and item.executor_id == "e1" and item.group_ids == (0, 1)
@@ -72,6 +73,7 @@ def test_expired_lease_requeues_then_fails_keeping_progress(ledger: Ledger) -> N
     item_id = enqueue(ledger, max_attempts=2)
     assert ledger.claim_work("dead", catalogs=["c"], lease_s=10, now=at(0)) is not None
     assert ledger.take_back_expired_work(now=at(9)) == []
+    assert not ledger.has_pending_work(["c"], now=at(9)) and ledger.has_pending_work(["c"], now=at(10))
     back = ledger.take_back_expired_work(now=at(10))
     assert [i.item_id for i in back] == [item_id] and back[0].status is WorkStatus.QUEUED
     assert "ran out" in (back[0].error or "") and back[0].executor_id is None

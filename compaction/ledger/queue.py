@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping, Sequence
 
-from sqlalchemy import Boolean, Index, Integer, String, Text, func, select, update
+from sqlalchemy import Boolean, Index, Integer, String, Text, and_, func, or_, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from compaction.core.queue import (
@@ -266,9 +266,22 @@ class _Queue(LedgerMixin):
             missing = [g for g in json.loads(row.group_ids) if int(g) not in results]
             row.results_json = _results_json(results)
             row.status = (WorkStatus.FAILED if missing or error else WorkStatus.DONE).value
-            row.error = self._clip(error or (f"no result for group(s) {missing}" if missing else None))
+            # A done item keeps the note of an earlier attempt taken back (its history), a failed one says why.
+            row.error = self._clip(error or (f"no result for group(s) {missing}" if missing else None)) or row.error
             row.finished_at, row.lease_expires_at = _utc(now, "now"), None
             return True
+
+    def has_pending_work(self, catalogs: Iterable[str], *, now: _dt.datetime | None = None) -> bool:
+        """Whether a claim could find something (a queued item, or a running one whose lease ran out): a read, so
+        that an idle executor polls without taking a write lock."""
+        at = _utc(now, "now")
+        w = WorkItemRow
+        wanted = sorted(set(catalogs))
+        stmt = select(w.item_id).where(w.catalog.in_(wanted), or_(
+            w.status == WorkStatus.QUEUED.value,
+            and_(w.status == WorkStatus.RUNNING.value, w.lease_expires_at <= at))).limit(1)
+        with self._read("polling the work queue") as session:
+            return session.execute(stmt).first() is not None
 
     def take_back_expired_work(self, *, now: _dt.datetime | None = None) -> list[WorkItem]:
         """Re-queue or fail every running item whose lease ran out (see the module doc). Returns them."""

@@ -85,6 +85,11 @@ class Ledger(_Runs, _HealthSamples, _Maintenance, _SnapshotChecks, _Queue):
         """The database URL with the password redacted."""
         return self._redacted_url
 
+    def connection_url(self) -> str:
+        """The database URL *with* its password, to hand to a child process through its environment
+        (``$ICECOMPACT_LEDGER_URL``); never log it or put it in argv."""
+        return self._engine.url.render_as_string(hide_password=False)
+
     @property
     def engine(self) -> Engine:
         return self._engine

@@ -1,6 +1,8 @@
 """spark-submit entry point: ``python -m compaction.spark run --plan P --group G --result R --catalog NAME``, and
 ``python -m compaction.spark check --catalog C --namespace N --name T --snapshot S [--snapshot S2] --result R``
-(the post-hoc check of snapshots whose job never checked them, compaction.spark.posthoc).
+(the post-hoc check of snapshots whose job never checked them, compaction.spark.posthoc), and
+``python -m compaction.spark serve --catalog C --executor-id X --result R [options]`` (a resident executor taking work
+from the ledger's queue, compaction.spark.executor; the ledger URL comes from ``$ICECOMPACT_LEDGER_URL``).
 
 The Spark conf (catalog, jars, secrets from a private properties file) comes from spark-submit; nothing secret is
 passed in argv. Writes a JSON :class:`~compaction.spark.job.GroupResult` to ``--result`` and exits with its code.
@@ -43,9 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--snapshot", required=True, action="append", type=int)
     check.add_argument("--result", required=True, type=Path)
     check.add_argument("--validation", default="count")
+    serve = sub.add_parser("serve", help="resident executor: run work items from the ledger's queue")
+    serve.add_argument("--catalog", required=True)
+    serve.add_argument("--executor-id", required=True)
+    serve.add_argument("--generation", type=int, default=1)
+    serve.add_argument("--result", required=True, type=Path)
+    from compaction.executor import add_option_args
+
+    add_option_args(serve)
     args = parser.parse_args(argv)
     if args.command == "check":
         return _check(args)
+    if args.command == "serve":
+        return _serve(args)
 
     from compaction.spark.job import error_result, run_groups
     from compaction.spark.submit import progress_path
@@ -80,6 +92,29 @@ def main(argv: list[str] | None = None) -> int:
         progress_path(paths[result.group_id]).unlink(missing_ok=True)
         print(f"icecompact: group {result.group_id} {result.status}", file=sys.stderr, flush=True)
     return max(result.exit_code for result in results)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``serve``: writes ``{"exit", "reason"}`` to ``--result`` when it leaves; exit code 0 (stop) or
+    compaction.spark.executor.EXIT_RESTART (replace me with a fresh executor)."""
+    from compaction.executor import options_from_args
+    from compaction.ledger import Ledger
+
+    try:
+        validate_identifier_part(args.catalog, "catalog name")
+        options = options_from_args(args)
+        from pyspark.sql import SparkSession
+
+        from compaction.spark.executor import serve
+
+        spark = SparkSession.builder.getOrCreate()
+        with Ledger.open() as ledger:
+            code, reason = serve(spark, ledger, args.executor_id, args.catalog, options=options,
+                                 generation=args.generation, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except CompactionError as e:
+        code, reason = e.exit_code, str(e)
+    _write(args.result, {"exit": code, "reason": reason})
+    return code
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -1,0 +1,149 @@
+"""The resident executor end to end (issue 23): `icecompact run --executor resident` queues the plan, a detached
+supervisor runs a long-lived Spark application that takes the work, the run is recorded like a spark-submit run;
+one executor serves consecutive runs warm; an executor killed mid-group is restarted and the group re-run, the table
+validated and the ledger terminal; `icecompact executor stop` stops it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from compaction.catalog import CatalogConfig
+from compaction.cli import main as cli_main
+from compaction.core.plan import CompactionMode
+from compaction.core.queue import RestartLimits, WorkStatus
+from compaction.executor import ensure_executor, stop_executors
+from compaction.ledger import Ledger, OutcomeStatus, RunStatus
+from compaction.runner import run_table
+from compaction.spark.executor import ServeOptions
+from compaction.testing.oracle import read_table
+from compaction.testing.workload import WorkloadSpec, generate
+
+FAST = ServeOptions(poll_s=0.2, lease_s=6.0, heartbeat_s=1.0, limits=RestartLimits(max_groups=50))
+
+
+@pytest.fixture()
+def queue_ledger(tmp_path: Path) -> Iterator[tuple[Ledger, str]]:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with Ledger.open(url) as led:
+        yield led, url
+        stop_executors(led, progress=lambda _m: None)
+        deadline = time.monotonic() + 60
+        while led.executors() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for record in led.executors():  # never leave a process behind
+            if record.pid:
+                try:
+                    os.killpg(record.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_resident_runs_are_recorded_and_share_one_warm_executor(spark, sqlite_catalog: CatalogConfig,
+                                                                queue_ledger: tuple[Ledger, str],
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    ledger, url = queue_ledger
+    tables = ["res.a", "res.b"]
+    workloads = [generate(spark, sqlite_catalog, t, WorkloadSpec(seed=21 + i, partitioning="days_ts", commits=3))
+                 for i, t in enumerate(tables)]
+    started = ensure_executor(sqlite_catalog, ledger, options=FAST, ledger_url=url)
+    assert started is not None
+    assert ensure_executor(sqlite_catalog, ledger, options=FAST, ledger_url=url) is None  # one per catalog
+    reports = []
+    for table, workload in zip(tables, workloads):
+        lines: list[str] = []
+        report = run_table(sqlite_catalog, table, mode=CompactionMode.AUTO, ledger=ledger, progress=lines.append,
+                           overrides={"major.delete-ratio": 0.01}, executor="resident", timeout_s=600)
+        assert report.status is RunStatus.SUCCEEDED, (report.errors, lines)
+        after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+        assert after.rows == workload.expected_rows and not after.applicable_deletes
+        outcomes = ledger.outcomes(report.run_id)
+        assert outcomes and all(o.status is OutcomeStatus.COMMITTED and o.validation_result == "passed"
+                                for o in outcomes)
+        items = ledger.work_items(run_id=report.run_id)
+        assert len(items) == 1 and items[0].status is WorkStatus.DONE and items[0].executor_id == started
+        assert any("queued as work item" in line for line in lines)
+        reports.append(report)
+    # Both runs on the same Spark application (generation 1), which counted both.
+    (record,) = ledger.executors()
+    assert record.executor_id == started and record.generation == 1 and record.groups_run >= 2
+    assert record.status in ("idle", "busy") and record.heap_used_mb
+    # The job's checks are recorded as a spark-submit job's are: nothing is left for the post-hoc check.
+    for report, table in zip(reports, tables):
+        checks = ledger.snapshot_checks(table, sqlite_catalog.name)
+        commits = {o.commit_snapshot_id for o in ledger.outcomes(report.run_id)}
+        assert commits <= {c.snapshot_id for c in checks if c.result == "passed"}
+
+    monkeypatch.setenv("ICECOMPACT_LEDGER_URL", url)
+    capsys.readouterr()
+    assert cli_main(["executor", "status"]) == 0
+    assert started in capsys.readouterr().out
+    assert cli_main(["executor", "stop"]) == 0
+    _wait(lambda: not ledger.executors(), 60, "the executor to stop")
+    (stopped,) = ledger.executors(include_stopped=True)
+    assert stopped.stop_reason and "interrupted" in stopped.stop_reason
+
+
+def test_executor_killed_mid_group_is_restarted_and_the_group_run_again(spark, sqlite_catalog: CatalogConfig,
+                                                                        queue_ledger: tuple[Ledger, str],
+                                                                        tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger, url = queue_ledger
+    workload = generate(spark, sqlite_catalog, "res.k", WorkloadSpec(seed=31, partitioning="days_ts", commits=3))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    token = tmp_path / "kill-token"
+    token.write_text("")
+    # The first rewrite of the first generation writes its pids once a Spark stage of the rewrite runs.
+    monkeypatch.setenv("ICECOMPACT_FAULT_INJECT", f"signal:before-rewrite:{token}")
+    started = ensure_executor(sqlite_catalog, ledger, options=FAST, ledger_url=url)
+    assert started is not None
+    killed: list[int] = []
+
+    def killer() -> None:
+        pids_file = Path(f"{token}.pids")
+        deadline = time.monotonic() + 300
+        while not pids_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if pids_file.exists():
+            pids = json.loads(pids_file.read_text())
+            for pid in (pids["python"], pids["parent"]):
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed.append(int(pid))
+                except ProcessLookupError:
+                    pass
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    lines: list[str] = []
+    report = run_table(sqlite_catalog, "res.k", mode=CompactionMode.MAJOR, ledger=ledger, progress=lines.append,
+                       executor="resident", timeout_s=600)
+    thread.join(5)
+    assert killed, "the executor was not killed mid-group"
+    (item,) = ledger.work_items(run_id=report.run_id)
+    assert item.attempts == 2 and item.status is WorkStatus.DONE, (item, lines)
+    assert item.error and "ran out" in item.error and "queued again" in item.error
+    assert report.status is RunStatus.SUCCEEDED, (report.errors, lines)
+    after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    assert after.rows == before.rows == workload.expected_rows and not after.applicable_deletes
+    run = ledger.run(report.run_id)
+    assert run is not None and run.status.is_terminal
+    (record,) = ledger.executors()
+    assert record.executor_id == started and record.generation == 2  # the supervisor started a fresh one
