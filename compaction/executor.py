@@ -37,8 +37,6 @@ from compaction.ledger import LEDGER_URL_ENV, Ledger
 from compaction.spark.executor import EXIT_RESTART, ServeOptions
 from compaction.spark.session import SparkSettings
 
-EXECUTOR_CHOICES = ("submit", "resident")
-EXECUTOR_DEFAULT = "submit"
 CRASH_LOOP_COUNT = 3
 CRASH_LOOP_WINDOW_S = 60.0
 CRASH_BACKOFF_S = 2.0

@@ -115,7 +115,7 @@ def run_table(
     """Plan ``table_name`` and compact it: ``executor`` ``submit`` runs the groups with spark-submit (one per group,
     or one for all of them on a local master or an SQLite catalog); ``resident`` queues them for the catalog's
     long-running executor (compaction.executor), started when none is alive, and waits."""
-    from compaction.executor import EXECUTOR_CHOICES
+    from compaction.core.queue import EXECUTOR_CHOICES
 
     if executor not in EXECUTOR_CHOICES:
         raise ConfigError(f"invalid executor {executor!r}: use one of {', '.join(EXECUTOR_CHOICES)}")

@@ -2,7 +2,8 @@
 
 Thin on purpose: task bodies live in :mod:`icecompact_airflow.tasks`, the Spark step is the provider's
 ``SparkSubmitOperator`` (:class:`icecompact_airflow.operators.CompactionSubmitOperator`) mapped over the job groups
-of every plan in the ``icecompact_spark`` pool. Parsing imports only Airflow, the Spark provider and our constants
+of every plan in the ``icecompact_spark`` pool, or, with param ``executor`` = ``resident``, one deferred task that
+queues the plans for the catalog's long-running executor (:mod:`icecompact_airflow.resident`). Parsing imports only Airflow, the Spark provider and our constants
 (no pyspark, no pyiceberg). Scheduled and backfill runs compact the partitions of their data interval on
 time-partitioned tables (param ``window``); see README "Airflow".
 """
@@ -15,9 +16,11 @@ from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, Param, TriggerRule, dag, get_current_context, task
 
-from icecompact_airflow import (DAG_ID, POOL, SCHEDULE_DEFAULT, SCHEDULE_ENV, WINDOW_CHOICES, WINDOW_DEFAULT,
-                                WINDOW_ENV)
+from compaction.core.queue import EXECUTOR_CHOICES, EXECUTOR_DEFAULT
+from icecompact_airflow import (DAG_ID, EXECUTOR_ENV, POOL, SCHEDULE_DEFAULT, SCHEDULE_ENV, WINDOW_CHOICES,
+                                WINDOW_DEFAULT, WINDOW_ENV)
 from icecompact_airflow.operators import CompactionSubmitOperator
+from icecompact_airflow.resident import CompactionQueueOperator
 
 
 def _schedule() -> CronDataIntervalTimetable | None:
@@ -32,6 +35,13 @@ def _window_default() -> str:
     text = (os.environ.get(WINDOW_ENV) or WINDOW_DEFAULT).strip()
     if text not in WINDOW_CHOICES:
         raise ValueError(f"{WINDOW_ENV}={text!r}: expected one of {', '.join(WINDOW_CHOICES)}")
+    return text
+
+
+def _executor_default() -> str:
+    text = (os.environ.get(EXECUTOR_ENV) or EXECUTOR_DEFAULT).strip()
+    if text not in EXECUTOR_CHOICES:
+        raise ValueError(f"{EXECUTOR_ENV}={text!r}: expected one of {', '.join(EXECUTOR_CHOICES)}")
     return text
 
 
@@ -87,6 +97,10 @@ def _items(values: Any) -> list[Any]:
         "window": Param(_window_default(), enum=list(WINDOW_CHOICES),
                         description="auto: scheduled/backfill runs compact their data interval's partitions, "
                                     "manual runs every partition (default: $ICECOMPACT_DAG_WINDOW or auto)"),
+        "executor": Param(_executor_default(), enum=list(EXECUTOR_CHOICES),
+                          description="submit: a spark-submit per job group (task compact); resident: queue the "
+                                      "work for the catalog's long-running Spark executor and wait deferred (task "
+                                      "compact_resident; default: $ICECOMPACT_DAG_EXECUTOR or submit)"),
     },
 )
 def iceberg_compaction() -> None:
@@ -154,11 +168,12 @@ def iceberg_compaction() -> None:
         max_parallel_jobs="{{ params.max_parallel_jobs }}",
         retries=0,
     ).expand_kwargs(jobs)
+    resident = CompactionQueueOperator(task_id="compact_resident", plans=plans, retries=0)
     recorded = record(plans)
-    compact >> recorded
+    [compact, resident] >> recorded
     summarized = summary(plans)
     recorded >> summarized
-    [discovered, inspected, plans, jobs, compact, recorded, summarized] >> run_failed()
+    [discovered, inspected, plans, jobs, compact, resident, recorded, summarized] >> run_failed()
 
 
 iceberg_compaction()

@@ -21,3 +21,6 @@ SCHEDULE_DEFAULT = "@daily"
 WINDOW_ENV = "ICECOMPACT_DAG_WINDOW"
 WINDOW_DEFAULT = "auto"
 WINDOW_CHOICES = ("auto", "data_interval", "all")
+#: Default of the DAG's ``executor`` param: ``submit`` (a spark-submit per job group) or ``resident`` (queue the work
+#: for the catalog's long-running executor and wait deferred; see docs/executors.md).
+EXECUTOR_ENV = "ICECOMPACT_DAG_EXECUTOR"

@@ -20,6 +20,7 @@ from compaction.core.identifiers import parse_table_identifier, validate_identif
 from compaction.core.intervals import TimeWindow
 from compaction.core.plan import CompactionMode
 from compaction.core.policy import CompactionPolicy
+from compaction.core.queue import EXECUTOR_CHOICES, EXECUTOR_DEFAULT
 
 VALIDATION_LEVELS = ("none", "count", "checksum")
 MAX_PARALLEL_JOBS_LIMIT = 64
@@ -39,6 +40,7 @@ DEFAULTS: Mapping[str, Any] = {
     "max_retries": 3,
     "catalog": None,
     "window": "auto",
+    "executor": EXECUTOR_DEFAULT,
 }
 
 
@@ -54,6 +56,7 @@ class RunParams:
     max_retries: int = 3
     catalog: str | None = None
     window: TimeWindow = TimeWindow.AUTO
+    executor: str = EXECUTOR_DEFAULT
 
     def matches(self, table: str) -> bool:
         """Whether ``namespace.table`` is selected by one of the names or glob patterns in ``tables``."""
@@ -152,6 +155,9 @@ def parse_params(raw: Mapping[str, Any]) -> RunParams:
         window = TimeWindow(values["window"])
     except ValueError:
         raise _bad("window", values["window"], f"expected one of {', '.join(w.value for w in TimeWindow)}") from None
+    executor = values["executor"]
+    if executor not in EXECUTOR_CHOICES:
+        raise _bad("executor", executor, f"expected one of {', '.join(EXECUTOR_CHOICES)}")
     return RunParams(
         tables=_tables(values["tables"]),
         mode=mode,
@@ -163,5 +169,6 @@ def parse_params(raw: Mapping[str, Any]) -> RunParams:
         max_retries=_int("max_retries", values["max_retries"], 0, MAX_RETRIES_LIMIT),
         catalog=catalog,
         window=window,
+        executor=executor,
     )
 

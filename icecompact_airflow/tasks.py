@@ -198,7 +198,7 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
 def job_groups(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One ``CompactionSubmitOperator`` kwargs dict per job group of every plan (empty: no Spark job at all)."""
     params = parse_params(raw_params)
-    if params.dry_run:
+    if params.dry_run or params.executor == "resident":  # resident: compact_resident queues the work instead
         return []
     from compaction.spark.submit import make_app_name
 
@@ -227,6 +227,7 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
     params = parse_params(raw_params)
     from compaction.core.errors import RewriteJobError
     from compaction.core.plan import CompactionPlan
+    from compaction.executor import results_by_group
     from compaction.ledger import Ledger
     from compaction.runner import finish_recorded_run, record_group_result
     from compaction.spark.submit import read_group_result
@@ -249,9 +250,17 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
             outcomes: list[Any] = []
             errors: list[str] = []
             exit_codes: list[int] = []
+            queued = results_by_group(ledger.work_items(run_id=run_id))  # the resident path's results
             for group_id in p["groups"]:
-                result, error = read_group_result(result_path(p["plan_path"], group_id))
-                if result is None:
+                if queued:
+                    result, error = queued.get(int(group_id), (None, None))
+                    result = None if result is None else dict(result)
+                    if result is None:
+                        error = error or (f"job group {group_id} has no result in the work queue (see the "
+                                          "compact_resident task log and `icecompact executor status`)")
+                else:
+                    result, error = read_group_result(result_path(p["plan_path"], group_id))
+                if result is None and not queued:
                     error = (f"job group {group_id} wrote no result (spark-submit failed or was killed: see the "
                              "compact task log)")
                 recorded = record_group_result(ledger, run_id, compaction_plan, int(group_id), result, error,

@@ -18,6 +18,10 @@ import datetime as _dt
 import enum
 from dataclasses import dataclass
 
+#: How a run's job groups are executed: ``submit`` (a spark-submit per run or group) or ``resident`` (queued for a
+#: long-running executor of the catalog).
+EXECUTOR_CHOICES = ("submit", "resident")
+EXECUTOR_DEFAULT = "submit"
 LEASE_SECONDS_DEFAULT = 60.0
 HEARTBEAT_SECONDS_DEFAULT = 10.0
 MAX_ATTEMPTS_DEFAULT = 2

@@ -39,8 +39,8 @@ def test_dagbag_parses_without_heavy_imports(airflow_db: Path) -> None:
     assert parsed["errors"] == {}
     assert parsed["dags"] == ["iceberg_compaction", "iceberg_maintenance"]
     assert parsed["heavy"] == [], f"parsing imported {parsed['heavy']}"
-    assert parsed["tasks"] == ["compact", "discover", "inspect", "job_groups", "plan", "record", "run_failed",
-                               "summary"]
+    assert parsed["tasks"] == ["compact", "compact_resident", "discover", "inspect", "job_groups", "plan", "record",
+                               "run_failed", "summary"]
     dag = fresh_dag()
     assert dag.catchup is False
     # record and summary run whatever happened (ALL_DONE), so a leaf fails the DAG run when any task failed (the soak
@@ -91,6 +91,40 @@ def test_dag_test_compacts_with_spark_submit_then_has_nothing_to_do(spark, sqlit
         assert ledger.outcomes(run2.run_id) == []
     assert sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id == \
         after.snapshot_id
+
+
+def test_dag_test_on_the_resident_executor_waits_deferred(spark, sqlite_catalog: CatalogConfig, airflow_db: Path,
+                                                         catalog_conn) -> None:
+    """executor=resident: no spark-submit task; compact_resident queues the plans, starts the catalog's executor and
+    defers (dags test runs its trigger in line); record reads the results from the queue."""
+    from compaction.executor import stop_executors
+
+    catalog_conn(sqlite_catalog)
+    workload = generate(spark, sqlite_catalog, "afr.events",
+                        WorkloadSpec(seed=23, partitioning="days_ts", commits=2, rows_per_commit=20, days_span=2))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    assert before.applicable_deletes
+    conf = {"tables": ["afr.*"], "catalog": sqlite_catalog.name, "mode": "major", "executor": "resident"}
+    try:
+        dag_run = fresh_dag().test(run_conf=conf)
+        states = task_states(dag_run)
+        assert str(getattr(dag_run.state, "value", dag_run.state)) == "success", states
+        assert states[("compact_resident", -1)] == "success"
+        assert states[("compact", -1)] == "skipped", "no spark-submit task ran"
+        after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+        assert after.rows == before.rows == workload.expected_rows and not after.applicable_deletes
+        (run,) = _runs_of(dag_run.run_id)
+        assert run.status is RunStatus.SUCCEEDED
+        with Ledger.open() as ledger:
+            outcomes = ledger.outcomes(run.run_id)
+            (item,) = ledger.work_items(run_id=run.run_id)
+            executors = ledger.executors(catalog=sqlite_catalog.name)
+        assert outcomes and all(o.status is OutcomeStatus.COMMITTED and o.validation_result == "passed"
+                                for o in outcomes)
+        assert item.status.value == "done" and len(executors) == 1 and executors[0].groups_run >= 1
+    finally:
+        with Ledger.open() as ledger:
+            stop_executors(ledger, sqlite_catalog.name, progress=lambda _m: None)
 
 
 def test_dag_test_compacts_a_rest_catalog_table_on_s3(spark, rest_catalog: CatalogConfig, airflow_db: Path,

@@ -28,7 +28,7 @@ def test_defaults_and_good_values() -> None:
     assert parse_params({"partition_filter": "  "}).partition_filter is None
     assert parse_params({"tables": "a.b, c.*"}).tables == ("a.b", "c.*")
     assert set(DEFAULTS) == {"tables", "mode", "partition_filter", "dry_run", "policy", "max_parallel_jobs",
-                             "validation", "max_retries", "catalog", "window"}
+                             "validation", "max_retries", "catalog", "window", "executor"}
 
 
 @pytest.mark.parametrize(
