@@ -23,7 +23,7 @@ from compaction.core.model import (
     TableIdentity,
     TableState,
 )
-from compaction.manifests import BOUNDS_DELETES, live_rows
+from compaction.manifests import BOUNDS_DELETES, ManifestCache, live_rows
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -71,12 +71,14 @@ def load_table(catalog: CatalogConfig, table_name: str) -> tuple[TableIdentity, 
         raise CatalogError(f"cannot load table {identity.dotted!r} from catalog {catalog.name!r}: {e}") from e
 
 
-def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None = None) -> TableState:
+def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None = None, *,
+                manifest_cache: ManifestCache | None = None) -> TableState:
     """Build the planner's view of ``table`` at ``snapshot_id`` (default: current).
 
     Reads the live manifest entries as plain tuples (:func:`compaction.manifests.live_rows`; column statistics of
     data files are skipped, bounds are read for delete files only) and builds the partitions directly, with the
-    cyclic garbage collector paused while the ~one object per file is created.
+    cyclic garbage collector paused while the ~one object per file is created. ``manifest_cache``: manifests read
+    by an earlier call are not decoded again (a health watcher reads only what each commit added).
     """
     metadata = table.metadata
     snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
@@ -111,7 +113,7 @@ def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None =
     gc_was_enabled = gc.isenabled()
     gc.disable()  # ~10^5 small immutable objects are created and all stay alive: cyclic GC passes are pure cost
     try:
-        for spec_id, rows in live_rows(table, snapshot, bounds=BOUNDS_DELETES):
+        for spec_id, rows in live_rows(table, snapshot, bounds=BOUNDS_DELETES, cache=manifest_cache):
             names = spec_fields.get(spec_id, [])
             accs: dict[tuple[Any, ...], list[Any]] = {}
             for (content, path, file_format, partition, records, size, seq, fseq, entry_snapshot, equality_ids,

@@ -117,14 +117,50 @@ Row = tuple[int, str, str, tuple[Any, ...], int, int, int, "int | None", "int | 
             "str | None", "int | None", "int | None", "dict[int, bytes] | None", "dict[int, bytes] | None"]
 
 
-def live_rows(table: Table, snapshot: Snapshot | None = None, *, bounds: str = BOUNDS_NONE) -> Iterator[tuple[int, list[Row]]]:
+class ManifestCache:
+    """The live rows of manifests already read, by manifest path: a manifest file is never rewritten in place (the
+    spec: every commit writes new manifests and a new manifest list; a manifest kept by a later snapshot is listed
+    with the same sequence number and adding snapshot), so a watcher that re-reads a table after each commit decodes
+    only the manifests that commit wrote. Least recently used entries go beyond ``max_rows`` rows. Not thread-safe."""
+
+    def __init__(self, max_rows: int = 2_000_000) -> None:
+        from collections import OrderedDict
+
+        self.max_rows = max_rows
+        self._rows: OrderedDict[tuple[str, str], list[Row]] = OrderedDict()
+        self._size = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, path: str, bounds: str) -> list[Row] | None:
+        rows = self._rows.get((path, bounds))
+        if rows is not None:
+            self._rows.move_to_end((path, bounds))
+            self.hits += 1
+        return rows
+
+    def put(self, path: str, bounds: str, rows: list[Row]) -> None:
+        self.misses += 1
+        key = (path, bounds)
+        if key in self._rows:
+            return
+        self._rows[key] = rows
+        self._size += len(rows) + 1
+        while self._size > self.max_rows and len(self._rows) > 1:
+            _, dropped = self._rows.popitem(last=False)
+            self._size -= len(dropped) + 1
+
+
+def live_rows(table: Table, snapshot: Snapshot | None = None, *, bounds: str = BOUNDS_NONE,
+              cache: ManifestCache | None = None) -> Iterator[tuple[int, list[Row]]]:
     """``(partition spec id, rows)`` per manifest of ``snapshot`` (default: the current one), in manifest order; the
     rows (layout :data:`ROW_FIELDS`) are the live (ADDED / EXISTING) entries in file order, with the spec's
     inheritance applied - the same values, in the same order, as :func:`live_entries`.
 
     ``bounds``: :data:`BOUNDS_NONE` (lower/upper bounds are None), :data:`BOUNDS_ALL`, or :data:`BOUNDS_DELETES`
     (bounds of delete files only; data manifests are decoded without them, and re-decoded with them should a data
-    manifest hold a delete file, which the spec does not allow).
+    manifest hold a delete file, which the spec does not allow). ``cache``: rows of manifests read before (the
+    rows are shared: callers must not modify them).
     """
     from pyiceberg.manifest import ManifestContent
 
@@ -135,6 +171,10 @@ def live_rows(table: Table, snapshot: Snapshot | None = None, *, bounds: str = B
         return
     io = table.io
     for manifest in snapshot.manifests(io):
+        cached = None if cache is None else cache.get(manifest.manifest_path, bounds)
+        if cached is not None:
+            yield manifest.partition_spec_id, cached
+            continue
         input_file = io.new_input(manifest.manifest_path)
         if bounds == BOUNDS_DELETES and manifest.content == ManifestContent.DATA:
             rows, has_deletes = _read_manifest(input_file, manifest, with_bounds=False)
@@ -142,6 +182,8 @@ def live_rows(table: Table, snapshot: Snapshot | None = None, *, bounds: str = B
                 rows, _ = _read_manifest(input_file, manifest, with_bounds=True)
         else:
             rows, _ = _read_manifest(input_file, manifest, with_bounds=bounds != BOUNDS_NONE)
+        if cache is not None:
+            cache.put(manifest.manifest_path, bounds, rows)
         yield manifest.partition_spec_id, rows
 
 

@@ -27,16 +27,19 @@ TAKE_BACK_EVERY_S = 5.0
 
 class WorkItemsTrigger(BaseTrigger):
     """Fires ``{"status": "done", "items": {id: status}}`` when every item is terminal, or
-    ``{"status": "executor_lost", "catalogs": [...]}`` when unfinished work of a catalog has no live executor."""
+    ``{"status": "executor_lost", "catalogs": [...]}`` when unfinished work of a catalog has no live executor; both
+    carry ``echo`` (what the deferring task needs back: ``dags test`` resumes a task with the event only, not with
+    the kwargs it deferred with). Nothing secret in ``echo``: it is stored with the trigger."""
 
-    def __init__(self, item_ids: Sequence[str], poll_s: float = POLL_SECONDS_DEFAULT) -> None:
+    def __init__(self, item_ids: Sequence[str], poll_s: float = POLL_SECONDS_DEFAULT, echo: Any = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.item_ids = list(item_ids)
         self.poll_s = float(poll_s)
+        self.echo = echo
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"item_ids": self.item_ids, "poll_s": self.poll_s})
+                {"item_ids": self.item_ids, "poll_s": self.poll_s, "echo": self.echo})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from compaction.ledger import Ledger
@@ -50,7 +53,7 @@ class WorkItemsTrigger(BaseTrigger):
                     last_take_back = time.monotonic()
                 event = await asyncio.to_thread(_poll, ledger, self.item_ids, take_back)
                 if event is not None:
-                    yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+                    yield TriggerEvent({**event, "echo": self.echo})  # type: ignore[no-untyped-call]
                     return
                 await asyncio.sleep(self.poll_s)
         finally:
@@ -72,6 +75,45 @@ def _poll(ledger: Any, item_ids: list[str], take_back: bool) -> dict[str, Any] |
         if lost:
             return {"status": "executor_lost", "catalogs": lost}
     return None
+
+
+def ensure_executors(ledger: Any, catalogs: Any, *, log: Any) -> None:
+    """A live executor for each catalog: started detached on this worker when there is none."""
+    from compaction.executor import ensure_executor
+
+    for catalog in catalogs:
+        if ensure_executor(catalog, ledger, ledger_url=ledger.connection_url(), progress=log) is None:
+            log(f"catalog {catalog.name}: a live executor serves it")
+
+
+def queue_plans(plans: Sequence[Any], params: Any, *, log: Any) -> list[str]:
+    """One work item per plan with work (its job groups together), executors ensured; the items' ids. A plan whose
+    run has items already (a retried task) is not queued again: its items are returned."""
+    from pathlib import Path
+
+    from compaction.core.plan import CompactionPlan
+    from compaction.ledger import Ledger
+    from compaction.runner import is_single_writer
+    from icecompact_airflow.connections import resolve_catalog
+
+    item_ids: list[str] = []
+    catalogs: dict[str, Any] = {}
+    with Ledger.open() as ledger:
+        for p in plans:
+            catalog = catalogs.setdefault(p["catalog"], resolve_catalog(p["catalog"]))
+            existing = ledger.work_items(run_id=str(p["run_id"]))
+            if existing:
+                item_ids.extend(i.item_id for i in existing)
+                continue
+            plan = CompactionPlan.from_json(Path(p["plan_path"]).read_text())
+            item = ledger.enqueue_work(plan.to_json(), plan_id=plan.plan_id, table_ref=plan.table.dotted,
+                                       catalog=catalog.name, group_ids=[int(g) for g in p["groups"]],
+                                       run_id=str(p["run_id"]), validation=params.validation,
+                                       max_retries=params.max_retries, exclusive=is_single_writer(catalog))
+            log(f"{p['table']}: groups {p['groups']} queued as work item {item.item_id}")
+            item_ids.append(item.item_id)
+        ensure_executors(ledger, catalogs.values(), log=log)
+    return item_ids
 
 
 class CompactionQueueOperator(BaseOperator):
@@ -100,39 +142,8 @@ class CompactionQueueOperator(BaseOperator):
         plans = self._plans()
         if not plans:
             raise AirflowSkipException("no plan has work")
-        from compaction.core.plan import CompactionPlan
-        from compaction.ledger import Ledger
-        from compaction.runner import is_single_writer
-        from icecompact_airflow.connections import resolve_catalog
-
-        item_ids: list[str] = []
-        catalogs: dict[str, Any] = {}
-        with Ledger.open() as ledger:
-            for p in plans:
-                catalog = catalogs.setdefault(p["catalog"], resolve_catalog(p["catalog"]))
-                existing = ledger.work_items(run_id=str(p["run_id"]))
-                if existing:  # a retry of this task: the run's work is queued (or done) already
-                    item_ids.extend(i.item_id for i in existing)
-                    continue
-                from pathlib import Path
-
-                plan = CompactionPlan.from_json(Path(p["plan_path"]).read_text())
-                item = ledger.enqueue_work(plan.to_json(), plan_id=plan.plan_id, table_ref=plan.table.dotted,
-                                           catalog=catalog.name, group_ids=[int(g) for g in p["groups"]],
-                                           run_id=str(p["run_id"]), validation=params.validation,
-                                           max_retries=params.max_retries, exclusive=is_single_writer(catalog))
-                self.log.info("%s: groups %s queued as work item %s", p["table"], p["groups"], item.item_id)
-                item_ids.append(item.item_id)
-            self._ensure_executors(ledger, catalogs.values())
+        item_ids = queue_plans(plans, params, log=self.log.info)
         self.defer(trigger=WorkItemsTrigger(item_ids, self.poll_s), method_name="execute_complete")
-
-    def _ensure_executors(self, ledger: Any, catalogs: Any) -> None:
-        from compaction.executor import ensure_executor
-
-        for catalog in catalogs:
-            started = ensure_executor(catalog, ledger, ledger_url=ledger.connection_url(), progress=self.log.info)
-            if started is None:
-                self.log.info("catalog %s: a live executor serves it", catalog.name)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") == "executor_lost":
@@ -141,7 +152,7 @@ class CompactionQueueOperator(BaseOperator):
 
             self.log.warning("no live executor for %s: starting one", ", ".join(event["catalogs"]))
             with Ledger.open() as ledger:
-                self._ensure_executors(ledger, [resolve_catalog(c) for c in event["catalogs"]])
+                ensure_executors(ledger, [resolve_catalog(c) for c in event["catalogs"]], log=self.log.info)
                 item_ids = [i.item_id for p in self._plans() for i in ledger.work_items(run_id=str(p["run_id"]))]
             self.defer(trigger=WorkItemsTrigger(item_ids, self.poll_s), method_name="execute_complete")
         items = dict(event.get("items") or {})

@@ -43,13 +43,13 @@ def airflow_cli(*args: str, check: bool = True, timeout: float = 600, env: dict[
     return subprocess.run([str(Path(sys.executable).with_name("airflow")), *args], capture_output=True, text=True,
                           timeout=timeout, check=check, env={**os.environ, **(env or {})})
 
-def fresh_dag() -> Any:
+def fresh_dag(dag_id: str = "iceberg_compaction") -> Any:
     """A freshly parsed DAG object (a DAG reused after an empty mapping would skip mapped tasks)."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert not bag.import_errors, bag.import_errors
-    return bag.get_dag("iceberg_compaction")
+    return bag.get_dag(dag_id)
 
 def task_states(dag_run: Any) -> dict[tuple[str, int], str]:
     return {(ti.task_id, ti.map_index): str(getattr(ti.state, "value", ti.state)) for ti in dag_run.get_task_instances()}

@@ -37,7 +37,7 @@ def test_dagbag_parses_without_heavy_imports(airflow_db: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     parsed = json.loads(out.stdout.strip().splitlines()[-1])
     assert parsed["errors"] == {}
-    assert parsed["dags"] == ["iceberg_compaction", "iceberg_maintenance"]
+    assert parsed["dags"] == ["iceberg_compaction", "iceberg_compaction_on_health", "iceberg_maintenance"]
     assert parsed["heavy"] == [], f"parsing imported {parsed['heavy']}"
     assert parsed["tasks"] == ["compact", "compact_resident", "discover", "inspect", "job_groups", "plan", "record",
                                "run_failed", "summary"]
@@ -122,6 +122,34 @@ def test_dag_test_on_the_resident_executor_waits_deferred(spark, sqlite_catalog:
         assert outcomes and all(o.status is OutcomeStatus.COMMITTED and o.validation_result == "passed"
                                 for o in outcomes)
         assert item.status.value == "done" and len(executors) == 1 and executors[0].groups_run >= 1
+    finally:
+        with Ledger.open() as ledger:
+            stop_executors(ledger, sqlite_catalog.name, progress=lambda _m: None)
+
+
+def test_health_dag_run_by_hand_plans_queues_waits_deferred_and_records(spark, sqlite_catalog: CatalogConfig,
+                                                                        airflow_db: Path, catalog_conn) -> None:
+    """iceberg_compaction_on_health's one task, run by hand (an asset event names its tables the same way): plan,
+    queue for the resident executor, defer, record."""
+    from compaction.executor import stop_executors
+
+    catalog_conn(sqlite_catalog)
+    workload = generate(spark, sqlite_catalog, "afh.events",
+                        WorkloadSpec(seed=25, partitioning="days_ts", commits=2, rows_per_commit=20, days_span=2))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    conf = {"tables": ["afh.*"], "catalog": sqlite_catalog.name, "policy": {"major.delete-ratio": 0.01}}
+    try:
+        dag_run = fresh_dag("iceberg_compaction_on_health").test(run_conf=conf)
+        states = task_states(dag_run)
+        assert str(getattr(dag_run.state, "value", dag_run.state)) == "success", states
+        assert states == {("compact", -1): "success"}
+        after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+        assert after.rows == before.rows == workload.expected_rows and not after.applicable_deletes
+        (run,) = _runs_of(dag_run.run_id)
+        assert run.status is RunStatus.SUCCEEDED and run.airflow_dag_id == "iceberg_compaction_on_health"
+        with Ledger.open() as ledger:
+            assert ledger.work_items(run_id=run.run_id)[0].status.value == "done"
+            assert all(o.validation_result == "passed" for o in ledger.outcomes(run.run_id))
     finally:
         with Ledger.open() as ledger:
             stop_executors(ledger, sqlite_catalog.name, progress=lambda _m: None)

@@ -33,7 +33,8 @@ def test_fires_when_every_item_is_terminal(tmp_path: Path, monkeypatch: pytest.M
                for g in (0, 1)]
         assert ledger.claim_executor_start("x1", catalog="c", host="h", master="local[2]")
         trigger = WorkItemsTrigger(ids, poll_s=0.1)
-        assert trigger.serialize() == ("icecompact_airflow.resident.WorkItemsTrigger", {"item_ids": ids, "poll_s": 0.1})
+        assert trigger.serialize() == ("icecompact_airflow.resident.WorkItemsTrigger",
+                                       {"item_ids": ids, "poll_s": 0.1, "echo": None})
 
         def work() -> None:
             with Ledger.open(url) as own:
@@ -48,7 +49,7 @@ def test_fires_when_every_item_is_terminal(tmp_path: Path, monkeypatch: pytest.M
         worker.start()
         event = asyncio.run(_first_event(trigger))
         worker.join()
-        assert event == {"status": "done", "items": {i: "done" for i in ids}}
+        assert event == {"status": "done", "items": {i: "done" for i in ids}, "echo": None}
         assert time.monotonic() - started >= 0.6  # not before the second item finished
 
 
@@ -60,7 +61,7 @@ def test_says_when_unfinished_work_has_no_live_executor(tmp_path: Path, monkeypa
         ledger.claim_executor_start("x-dead", catalog="c", host="h", master="local[2]", now=old)
         item = ledger.enqueue_work("{}", plan_id="p", table_ref="db.t", catalog="c", group_ids=[0])
         event = asyncio.run(_first_event(WorkItemsTrigger([item.item_id], poll_s=0.1)))
-        assert event == {"status": "executor_lost", "catalogs": ["c"]}
+        assert event == {"status": "executor_lost", "catalogs": ["c"], "echo": None}
 
 
 def test_executor_param() -> None:
@@ -68,3 +69,37 @@ def test_executor_param() -> None:
     assert parse_params({"executor": "resident"}).executor == "resident"
     with pytest.raises(Exception, match="executor"):
         parse_params({"executor": "yarn"})
+
+
+def test_health_trigger_fires_for_the_table_that_needs_work_and_not_for_a_healthy_one(
+        spark, sqlite_catalog, catalog_conn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from icecompact_airflow.health_trigger import TableHealthTrigger
+
+    catalog_conn(sqlite_catalog)
+    monkeypatch.setenv("ICECOMPACT_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.ht")
+    for name, files in (("healthy", 1), ("busy", 4)):
+        ref = f"{sqlite_catalog.name}.ht.{name}"
+        spark.sql(f"CREATE TABLE {ref} (id bigint) USING iceberg TBLPROPERTIES ('format-version'='2', "
+                  "'compaction.minor.fragment-file-count'='4')")
+        for i in range(files):  # one small file per append: fragments
+            spark.sql(f"INSERT INTO {ref} VALUES ({i})")
+    trigger = TableHealthTrigger(catalog=sqlite_catalog.name, tables=["ht.*"], poll_s=0.2, min_interval_s=60)
+    assert "secret" not in str(trigger.serialize()) and trigger.serialize()[1]["tables"] == ["ht.*"]
+
+    async def events(n_polls: int) -> list[dict]:  # type: ignore[type-arg]
+        seen: list[dict] = []  # type: ignore[type-arg]
+
+        async def collect() -> None:
+            async for event in trigger.run():
+                seen.append(dict(event.payload))
+
+        try:
+            await asyncio.wait_for(collect(), timeout=n_polls * 0.2 + 5)
+        except TimeoutError:
+            pass
+        return seen
+
+    fired = asyncio.run(events(10))
+    assert [e["table"] for e in fired] == ["ht.busy"], fired  # once: then rate-limited
+    assert fired[0]["kinds"] == {"minor": 1} and fired[0]["catalog"] == sqlite_catalog.name

@@ -1,0 +1,112 @@
+"""Watching tables' health for compaction triggered by it (issue 23): the I/O around the pure rules of
+compaction/core/triggering.py, used by the Airflow trigger (icecompact_airflow/health_trigger.py).
+
+One :meth:`HealthWatcher.poll` reads every watched table's metadata pointer at once (one query on a SQL catalog,
+:func:`compaction.fleet.metadata_locations`), re-evaluates only the tables whose pointer moved (or that still need
+work once the rate limit allows), and reads of those only the manifests not read before (manifests are immutable:
+:class:`compaction.manifests.ManifestCache`). The evaluation is the planner's own ``auto`` decision, so an event
+fires exactly when a run would find work; its payload names the table and the partitions.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import logging
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from compaction.catalog import CatalogConfig
+from compaction.core.errors import CompactionError
+from compaction.core.plan import CompactionKind, CompactionMode
+from compaction.core.triggering import (
+    MIN_INTERVAL_SECONDS_DEFAULT,
+    WatchedTable,
+    fire_decision,
+    should_evaluate,
+)
+
+log = logging.getLogger(__name__)
+MAX_PARTITIONS_IN_EVENT = 50
+
+
+class HealthWatcher:
+    """Polls the health of the tables of ``catalog`` matching ``tables`` (names or glob patterns). Not thread-safe:
+    one poll at a time."""
+
+    def __init__(self, catalog: CatalogConfig, tables: Sequence[str], *, overrides: Mapping[str, object] | None = None,
+                 min_interval_s: float = MIN_INTERVAL_SECONDS_DEFAULT, ledger: Any = None,
+                 progress: Callable[[str], None] = lambda _m: None) -> None:
+        from compaction.manifests import ManifestCache
+
+        self.catalog = catalog
+        self.patterns = tuple(tables) or ("*",)
+        self.overrides = dict(overrides or {})
+        self.min_interval_s = float(min_interval_s)
+        self.ledger = ledger
+        self.progress = progress
+        self.cache = ManifestCache()
+        self.watched: dict[str, WatchedTable] = {}
+        self._loaded: Any = None
+
+    def _matches(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
+
+    def poll(self, now: _dt.datetime | None = None) -> list[dict[str, Any]]:
+        """One look at every watched table; the events of the tables that fire (see the module doc)."""
+        from compaction.fleet import metadata_locations
+
+        now = now or _dt.datetime.now(_dt.timezone.utc)
+        if self._loaded is None:
+            self._loaded = self.catalog.load()
+        locations = {n: loc for n, loc in metadata_locations(self.catalog, self._loaded).items() if self._matches(n)}
+        events = []
+        for name, location in locations.items():
+            previous = self.watched.get(name)
+            if not should_evaluate(previous, location, now, self.min_interval_s):
+                continue
+            try:
+                event = self._evaluate(name, location, previous, now)
+            except CompactionError as e:  # one unreadable table must not stop the watch of the others
+                log.warning("health watch: %s.%s: %s", self.catalog.name, name, e)
+                continue
+            if event is not None:
+                events.append(event)
+        for gone in set(self.watched) - set(locations):
+            del self.watched[gone]
+        return events
+
+    def _evaluate(self, name: str, location: str | None, previous: WatchedTable | None,
+                  now: _dt.datetime) -> dict[str, Any] | None:
+        from compaction.core.planner import plan as make_plan
+        from compaction.core.policy import CompactionPolicy
+        from compaction.inspect import load_table, table_state
+        from compaction.runner import last_minor_times
+
+        started = time.monotonic()
+        identity, table = load_table(self.catalog, name)
+        state = table_state(table, identity, manifest_cache=self.cache)
+        policy = CompactionPolicy.resolve(state.properties, self.overrides)
+        last_minor = last_minor_times(self.ledger, state, policy) if self.ledger is not None else None
+        plan = make_plan(state, policy, CompactionMode.AUTO, now, last_minor_at=last_minor)
+        work = [d for d in plan.decisions if d.kind is not CompactionKind.NONE]
+        in_flight = bool(work) and self.ledger is not None and bool(
+            self.ledger.in_flight_runs(identity.dotted, catalog=self.catalog.name))
+        last_fired = previous.last_fired_at if previous else None
+        fire, why = fire_decision(len(work), in_flight=in_flight, last_fired_at=last_fired, now=now,
+                                  min_interval_s=self.min_interval_s)
+        self.watched[name] = WatchedTable(location, bool(work), now if fire else last_fired)
+        # The partition to explain: one with work, else the one with the most files.
+        busiest = max(plan.decisions, default=None, key=lambda d: (
+            d.kind is not CompactionKind.NONE, d.metrics.get("data_files", 0) + d.metrics.get("delete_files", 0)))
+        self.progress(f"{self.catalog.name}.{name} @ {state.snapshot_id}: {why}"
+                      f" ({(time.monotonic() - started) * 1000:.0f} ms)"
+                      + (f"; {busiest.partition.label()}: {busiest.reason}" if busiest is not None else ""))
+        if not fire:
+            return None
+        kinds: dict[str, int] = {}
+        for d in work:
+            kinds[d.kind.value] = kinds.get(d.kind.value, 0) + 1
+        return {"catalog": self.catalog.name, "table": name, "snapshot_id": state.snapshot_id,
+                "metadata_location": location, "kinds": kinds, "evaluated_at": now.isoformat(),
+                "partitions": [d.partition.label() for d in work][:MAX_PARTITIONS_IN_EVENT]}

@@ -1,0 +1,72 @@
+"""Health-triggered compaction's watcher (compaction/watch.py) on a real table: it fires when a commit crosses a
+partition's MINOR trigger (fragment files, as a streaming writer makes them) and not before, reads only the manifests a commit added, holds back while a run of the
+table is in flight, and rate-limits; plus the pure rules (compaction/core/triggering.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from compaction.catalog import CatalogConfig
+from compaction.core.triggering import WatchedTable, fire_decision, should_evaluate
+from compaction.ledger import Ledger, RunStatus
+from compaction.watch import HealthWatcher
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def at(s: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=s)
+
+
+def test_rules() -> None:
+    assert should_evaluate(None, "m1", T0)
+    assert not should_evaluate(WatchedTable("m1"), "m1", T0)
+    assert should_evaluate(WatchedTable("m1"), "m2", T0)
+    busy = WatchedTable("m1", needs_work=True, last_fired_at=T0)
+    assert not should_evaluate(busy, "m1", at(10), 15) and should_evaluate(busy, "m1", at(15), 15)
+    assert fire_decision(0, in_flight=False, last_fired_at=None, now=T0) == (
+        False, "healthy: every partition's decision is NONE")
+    assert not fire_decision(2, in_flight=True, last_fired_at=None, now=T0)[0]
+    fired, why = fire_decision(2, in_flight=False, last_fired_at=at(0), now=at(5), min_interval_s=15)
+    assert not fired and "rate limit" in why
+    assert fire_decision(2, in_flight=False, last_fired_at=at(0), now=at(15), min_interval_s=15) == (
+        True, "2 partition(s) to compact")
+
+
+def test_fires_on_the_commit_that_crosses_the_minor_trigger(spark, sqlite_catalog: CatalogConfig,
+                                                            tmp_path: Path) -> None:
+    ref = f"{sqlite_catalog.name}.hw.t"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.hw")
+    spark.sql(f"CREATE TABLE {ref} (id bigint, p string) USING iceberg PARTITIONED BY (p) TBLPROPERTIES "
+              "('format-version'='2', 'write.delete.mode'='merge-on-read', "
+              "'compaction.minor.fragment-file-count'='4', 'compaction.major.delete-ratio'='0.99', "
+              "'compaction.major.small-file-count'='1000')")
+    spark.createDataFrame([(i, "a" if i % 2 else "b") for i in range(100)], "id bigint, p string") \
+        .coalesce(1).writeTo(ref).append()
+    with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        lines: list[str] = []
+        watcher = HealthWatcher(sqlite_catalog, ["hw.*"], min_interval_s=15, ledger=ledger, progress=lines.append)
+        assert watcher.poll(at(0)) == []
+        misses = watcher.cache.misses
+        for n in (1, 2):  # two more fragment files in partition a: three, below the trigger
+            spark.sql(f"INSERT INTO {ref} VALUES ({1000 + n}, 'a')")
+            assert watcher.poll(at(n)) == [], f"fired after {n} append(s)\n" + "\n".join(lines)
+        # Only the manifests each commit wrote were decoded (the data manifest was read once, at the first poll).
+        assert watcher.cache.hits >= 2 and watcher.cache.misses - misses <= 2 * 2
+        spark.sql(f"INSERT INTO {ref} VALUES (1003, 'a')")
+        events = watcher.poll(at(3))
+        assert len(events) == 1, "\n".join(lines)
+        (event,) = events
+        assert event["table"] == "hw.t" and event["kinds"] == {"minor": 1} and event["catalog"] == sqlite_catalog.name
+        assert event["partitions"] == ["spec=0/p=a"]
+        assert watcher.poll(at(4)) == []  # nothing new, and rate-limited
+        # A commit while the table still needs work, within the rate limit: not yet.
+        spark.sql(f"INSERT INTO {ref} VALUES (1004, 'a')")
+        assert watcher.poll(at(10)) == []
+        # A run of the table in flight: nothing fires even after the rate limit.
+        run_id = ledger.start_run("hw.t", sqlite_catalog.name, status=RunStatus.RUNNING, now=at(11))
+        assert watcher.poll(at(20)) == []
+        ledger.finish_run(run_id, RunStatus.FAILED, exit_code=8, now=at(21))
+        (again,) = watcher.poll(at(35))  # no commit since, but still unhealthy: retried after the rate limit
+        assert again["partitions"] == ["spec=0/p=a"]
