@@ -108,7 +108,10 @@ def main() -> int:
     ap.add_argument("--formats", default="2,3")
     ap.add_argument("--scan-every", type=int, default=2,
                     help="a side-by-side scan pair at every N-th 10-s sample (each pair loads the 2 cores for seconds)")
-    ap.add_argument("--out", default=str(RESULTS / "soak"), help="results path prefix")
+    ap.add_argument("--out", default=None, help="results path prefix (default bench/results/soak, soak_health)")
+    ap.add_argument("--path", default="cron", choices=("cron", "health"),
+                    help="cron: iceberg_compaction every minute, a spark-submit per job group; health: the "
+                         "event-driven iceberg_compaction_on_health feeding the resident executor (issue 23)")
     ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
     ap.add_argument("--from-json", default=None,
                     help="no new run: evaluate the goals again on a stored soak.json and rewrite .txt and .png")
@@ -124,6 +127,8 @@ def main() -> int:
                     help="--maintenance: compacted history the table starts with (MiB)")
     args = ap.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if args.out is None:
+        args.out = str(RESULTS / ("soak_health" if args.path == "health" else "soak"))
     if args.maintenance:
         return maintenance_main(args)
 
@@ -145,13 +150,14 @@ def main() -> int:
         from compaction.spark.session import SparkSettings, build_session
 
         workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
-        header = f"soak: {args.minutes:g} min per format, size {args.size}, work folder {workroot}"
+        header = (f"soak ({args.path} path): {args.minutes:g} min per format, size {args.size}, work folder "
+                  f"{workroot}")
         lines = [header, ""]
         spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
         try:
             for version in (int(v) for v in args.formats.split(",")):
                 config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version,
-                                    scan_every=args.scan_every)
+                                    scan_every=args.scan_every, path=args.path)
                 t0 = time.time()
                 report = run_soak(config, workroot / f"v{version}", spark=spark)
                 goals = evaluate(report, minor_trigger(config))

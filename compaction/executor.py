@@ -286,6 +286,47 @@ def wait_for_work(ledger: Ledger, item_ids: Iterable[str], *, timeout_s: float |
         time.sleep(poll_s)
 
 
+def settle_queued_runs(ledger: Ledger, table_ref: str, catalog: str, *, grace_s: float = 30.0,
+                       now: Any = None, progress: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Finish the runs of the table that are still ``running`` although every work item of theirs ended more than
+    ``grace_s`` ago: their waiter died (an Airflow task failed or was killed, a CLI was interrupted). Their items'
+    results are recorded and the runs finished, as the waiter would have done; returns their ids. Runs without work
+    items (spark-submit) are not touched."""
+    import datetime as _dt
+
+    from compaction.core.plan import CompactionPlan
+    from compaction.runner import finish_recorded_run, record_group_result
+
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    settled = []
+    for run in ledger.in_flight_runs(table_ref, catalog=catalog):
+        items = ledger.work_items(run_id=run.run_id)
+        if not items or not all(i.status.is_terminal for i in items):
+            continue
+        if any(i.finished_at is not None and (now - i.finished_at).total_seconds() < grace_s for i in items):
+            continue
+        existing = ledger.run(run.run_id)
+        if existing is None or existing.status.is_terminal:
+            continue
+        plan = CompactionPlan.from_json(items[0].plan_json)
+        by_group = results_by_group(items)
+        outcomes: list[Any] = []
+        errors: list[str] = []
+        codes: list[int] = []
+        for gid in sorted(by_group):
+            result, error = by_group[gid]
+            recorded = record_group_result(ledger, run.run_id, plan, gid, None if result is None else dict(result),
+                                           error, items[0].validation, progress=progress)
+            outcomes.extend(recorded.outcomes)
+            if recorded.error is not None:
+                errors.append(recorded.error)
+                codes.append(recorded.exit_code)
+        status, _ = finish_recorded_run(ledger, run.run_id, outcomes, errors, codes)
+        progress(f"run {run.run_id}: its waiter is gone; recorded from its work items: {status.value}")
+        settled.append(run.run_id)
+    return settled
+
+
 def results_by_group(items: Iterable[Any]) -> dict[int, tuple[Mapping[str, Any] | None, str | None]]:
     """group id -> (result or checkpoint, error) of terminal work items, as ``record_group_result`` takes them."""
     out: dict[int, tuple[Mapping[str, Any] | None, str | None]] = {}

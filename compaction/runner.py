@@ -128,6 +128,9 @@ def run_table(
     own_ledger = ledger is None
     ledger = ledger or Ledger.open()
     try:
+        from compaction.executor import settle_queued_runs
+
+        settle_queued_runs(ledger, identity.dotted, catalog.name, progress=progress)  # runs whose waiter died
         if not dry_run:
             spark_settings = spark_settings or SparkSettings.from_environment()
             if check_unchecked_snapshots(catalog, identity, table, ledger, validation=validation,

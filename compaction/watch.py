@@ -28,6 +28,8 @@ from compaction.core.triggering import (
 
 log = logging.getLogger(__name__)
 MAX_PARTITIONS_IN_EVENT = 50
+#: After an event, the table counts as in flight until a run of it starts, for at most this long.
+PICKUP_TIMEOUT_S = 120.0
 
 
 class HealthWatcher:
@@ -76,6 +78,27 @@ class HealthWatcher:
             del self.watched[gone]
         return events
 
+    def _in_flight(self, table_ref: str, last_fired: _dt.datetime | None, now: _dt.datetime) -> bool:
+        """A run of the table is planned or running (its work items not all finished), or the last event has not
+        started one yet (an event takes the scheduler and a worker some seconds to become a run: firing again
+        meanwhile would start a second run of the same work), for at most :data:`PICKUP_TIMEOUT_S`."""
+        if self.ledger is None:
+            return False
+        from compaction.executor import settle_queued_runs
+
+        # A run whose waiter died would look in flight for ever: finish it from its work items first.
+        settle_queued_runs(self.ledger, table_ref, self.catalog.name, now=now, progress=self.progress)
+        for run in self.ledger.in_flight_runs(table_ref, catalog=self.catalog.name):
+            items = self.ledger.work_items(run_id=run.run_id)
+            # Its compaction is over once its work items are (what is left is recording them): the table's state
+            # now is what the next plan starts from.
+            if not items or not all(i.status.is_terminal for i in items):
+                return True
+        if last_fired is None or (now - last_fired).total_seconds() >= PICKUP_TIMEOUT_S:
+            return False
+        recent = self.ledger.runs(table_ref, catalog=self.catalog.name, limit=5)
+        return not any(r.started_at >= last_fired for r in recent)
+
     def _evaluate(self, name: str, location: str | None, previous: WatchedTable | None,
                   now: _dt.datetime) -> dict[str, Any] | None:
         from compaction.core.planner import plan as make_plan
@@ -90,9 +113,8 @@ class HealthWatcher:
         last_minor = last_minor_times(self.ledger, state, policy) if self.ledger is not None else None
         plan = make_plan(state, policy, CompactionMode.AUTO, now, last_minor_at=last_minor)
         work = [d for d in plan.decisions if d.kind is not CompactionKind.NONE]
-        in_flight = bool(work) and self.ledger is not None and bool(
-            self.ledger.in_flight_runs(identity.dotted, catalog=self.catalog.name))
         last_fired = previous.last_fired_at if previous else None
+        in_flight = bool(work) and self._in_flight(identity.dotted, last_fired, now)
         fire, why = fire_decision(len(work), in_flight=in_flight, last_fired_at=last_fired, now=now,
                                   min_interval_s=self.min_interval_s)
         self.watched[name] = WatchedTable(location, bool(work), now if fire else last_fired)

@@ -42,22 +42,33 @@ class WorkItemsTrigger(BaseTrigger):
                 {"item_ids": self.item_ids, "poll_s": self.poll_s, "echo": self.echo})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from compaction.core.errors import CompactionError
         from compaction.ledger import Ledger
 
-        ledger = await asyncio.to_thread(Ledger.open)
+        ledger = None
+        last_take_back = 0.0
         try:
-            last_take_back = 0.0
             while True:
-                take_back = time.monotonic() - last_take_back >= TAKE_BACK_EVERY_S
-                if take_back:
-                    last_take_back = time.monotonic()
-                event = await asyncio.to_thread(_poll, ledger, self.item_ids, take_back)
+                try:
+                    if ledger is None:
+                        ledger = await asyncio.to_thread(Ledger.open)
+                    take_back = time.monotonic() - last_take_back >= TAKE_BACK_EVERY_S
+                    if take_back:
+                        last_take_back = time.monotonic()
+                    event = await asyncio.to_thread(_poll, ledger, self.item_ids, take_back)
+                except CompactionError as e:
+                    # The ledger database briefly unreachable (a restart, a failover) must not fail the waiting
+                    # task: the work goes on in the executor, and its results are in the queue when we are back.
+                    self.log.warning("waiting for work items: %s; retrying", e)
+                    event = None
+                    await asyncio.sleep(max(self.poll_s, 2.0))
                 if event is not None:
                     yield TriggerEvent({**event, "echo": self.echo})  # type: ignore[no-untyped-call]
                     return
                 await asyncio.sleep(self.poll_s)
         finally:
-            await asyncio.to_thread(ledger.close)
+            if ledger is not None:
+                await asyncio.to_thread(ledger.close)
 
 
 def _poll(ledger: Any, item_ids: list[str], take_back: bool) -> dict[str, Any] | None:

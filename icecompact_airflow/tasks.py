@@ -154,6 +154,9 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     partition_filter = compile_partition_filter(table, params.partition_filter, window, table_name=identity.dotted)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     with Ledger.open() as ledger:
+        from compaction.executor import settle_queued_runs
+
+        settle_queued_runs(ledger, identity.dotted, catalog.name, progress=echo)  # runs whose waiter died
         snapshot_id = inspection.get("snapshot_id")
         if not params.dry_run:
             from compaction.runner import check_unchecked_snapshots

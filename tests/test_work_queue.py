@@ -164,3 +164,38 @@ def test_concurrent_claimers_take_each_item_exactly_once(ledger: Ledger, queue_u
     assert set(taken) == ids and all(len(v) == 1 for v in taken.values())
     items = ledger.work_items(ids)
     assert all(i.status is WorkStatus.DONE and i.results[0]["by"] == taken[i.item_id][0] for i in items)
+
+
+def test_a_run_whose_waiter_died_is_recorded_from_its_work_items(ledger: Ledger) -> None:
+    from compaction.core.model import PartitionFieldValue, PartitionKey, TableIdentity
+    from compaction.core.plan import (CompactionKind, CompactionMode, CompactionPlan, CompactionTask, JobGroup,
+                                      PartitionDecision, partition_key_to_dict)
+    from compaction.core.policy import CompactionPolicy
+    from compaction.executor import settle_queued_runs
+    from compaction.ledger import OutcomeStatus, RunStatus
+
+    k0, k1 = (PartitionKey(0, (PartitionFieldValue("p", "identity", "p", v),)) for v in ("a", "b"))
+    plan = CompactionPlan(
+        plan_id="", created_at=T0, table=TableIdentity("c", ("db",), "t"), base_snapshot_id=1, base_sequence_number=1,
+        format_version=2, mode=CompactionMode.AUTO, policy=CompactionPolicy(),
+        decisions=(PartitionDecision(k0, CompactionKind.MINOR, "r", {}), PartitionDecision(k1, CompactionKind.MINOR, "r", {})),
+        groups=(JobGroup(0, (CompactionTask("t0", k0, CompactionKind.MINOR, (), ("e0",), 10),)),
+                JobGroup(1, (CompactionTask("t1", k1, CompactionKind.MINOR, (), ("e1",), 10),))),
+    ).with_content_id()
+    run_id = ledger.start_run(plan=plan, now=at(0))
+    item = ledger.enqueue_work(plan.to_json(), plan_id=plan.plan_id, table_ref="db.t", catalog="c",
+                               group_ids=[0, 1], run_id=run_id, now=at(0))
+    ledger.claim_work("e1", catalogs=["c"], now=at(1))
+    done = {"status": "succeeded", "partitions": [{"partition": partition_key_to_dict(k0), "kind": "minor",
+                                                   "status": "committed", "commit_snapshot_ids": [5],
+                                                   "validation": {"level": "count", "result": "passed"}}]}
+    ledger.complete_work(item.item_id, "e1", {0: done}, now=at(10))  # group 1 never reported
+    assert settle_queued_runs(ledger, "db.t", "c", now=at(20)) == []  # within the grace: the waiter may record it
+    assert ledger.run(run_id).status is RunStatus.RUNNING
+    assert settle_queued_runs(ledger, "db.t", "c", now=at(45)) == [run_id]
+    run = ledger.run(run_id)
+    assert run.status is RunStatus.PARTIAL and run.finished_at is not None
+    by_label = {o.partition_label: o for o in ledger.outcomes(run_id)}
+    assert by_label[k0.label()].status is OutcomeStatus.COMMITTED and by_label[k0.label()].commit_snapshot_id == 5
+    assert by_label[k1.label()].status is OutcomeStatus.FAILED
+    assert settle_queued_runs(ledger, "db.t", "c", now=at(60)) == []  # once

@@ -93,8 +93,10 @@ def run_item(spark: Any, ledger: Any, item: Any, executor_id: str, options: Serv
              progress: Callable[[str], None]) -> dict[int, dict[str, Any]]:
     """Run one claimed item's groups; store the results on the item. Returns them (group id -> result)."""
     from compaction.spark.job import error_result, run_groups
+    from compaction.spark.major import rearm_fault_injection
     from compaction.spark.validation import ValidationLevel
 
+    rearm_fault_injection()
     group_ids = list(item.group_ids)
     results: dict[int, dict[str, Any]] = {}
     error: str | None = None

@@ -73,6 +73,13 @@ FAULT_ENV = "ICECOMPACT_FAULT_INJECT"
 _signal_point_seen = False
 
 
+def rearm_fault_injection() -> None:
+    """A new unit of work in a long-lived process (a resident executor's next work item) counts as a new job for
+    ``signal`` fault injection (see :func:`_inject_fault`)."""
+    global _signal_point_seen
+    _signal_point_seen = False
+
+
 def _inject_fault(point: str, spark: Any = None) -> None:
     """Fault injection for the kill -9 tests; unset in normal operation. ``ICECOMPACT_FAULT_INJECT``:
 

@@ -69,6 +69,15 @@ class SoakConfig:
     postgres_outage_s: float = 10.0
     policy: Mapping[str, str] = field(default_factory=dict)  # table properties (compaction.*)
     final_timeout_s: float = 900.0
+    #: ``cron``: iceberg_compaction on ``schedule``, a spark-submit per job group; ``health``: the event-driven
+    #: iceberg_compaction_on_health (a triggerer watches the table) feeding the catalog's resident executor.
+    path: str = "cron"
+    health_poll_s: float = 1.0
+    health_min_interval_s: float = 5.0
+
+    @property
+    def dag_id(self) -> str:
+        return "iceberg_compaction_on_health" if self.path == "health" else "iceberg_compaction"
 
     @property
     def table(self) -> str:
@@ -315,8 +324,10 @@ class _Airflow:
     home: Path
     env: dict[str, str]
     api_port: int
+    dag_id: str = "iceberg_compaction"
     api: subprocess.Popen[bytes] | None = None
     scheduler: subprocess.Popen[bytes] | None = None
+    triggerer: subprocess.Popen[bytes] | None = None
     logs: list[Any] = field(default_factory=list)
     old_groups: list[int] = field(default_factory=list)  # process groups of killed schedulers (their workers)
 
@@ -348,8 +359,11 @@ class _Airflow:
     def start_scheduler(self) -> None:
         self.scheduler = self._start("scheduler", "scheduler")
 
+    def start_triggerer(self) -> None:
+        self.triggerer = self._start("triggerer", "triggerer")
+
     def dag_runs(self) -> list[dict[str, Any]]:
-        out = self.cli("dags", "list-runs", "iceberg_compaction", "-o", "json", check=False, timeout=120)
+        out = self.cli("dags", "list-runs", self.dag_id, "-o", "json", check=False, timeout=120)
         if out.returncode != 0:
             return []
         # Airflow prints warnings (e.g. graphviz missing) on stdout before the JSON.
@@ -366,7 +380,7 @@ class _Airflow:
             except ProcessLookupError:
                 pass
         self.old_groups.clear()
-        for proc in (self.scheduler, self.api):
+        for proc in (self.scheduler, self.triggerer, self.api):
             if proc is not None:
                 stop_process_group(proc, timeout=60)
         for log in self.logs:
@@ -391,10 +405,13 @@ def _set_up_airflow(workdir: Path, base_env: Mapping[str, str], config: SoakConf
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         # A task whose worker died with the scheduler is noticed within a minute, not Airflow's default 5.
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
-        "ICECOMPACT_DAG_SCHEDULE": config.schedule,
+        "ICECOMPACT_DAG_SCHEDULE": config.schedule if config.path == "cron" else "none",
         "ICECOMPACT_DAG_WINDOW": "all",
     }
-    airflow = _Airflow(home, env, port)
+    if config.path == "health":
+        env.update({"ICECOMPACT_HEALTH_TABLES": config.table, "ICECOMPACT_HEALTH_POLL_S": str(config.health_poll_s),
+                    "ICECOMPACT_HEALTH_MIN_INTERVAL_S": str(config.health_min_interval_s)})
+    airflow = _Airflow(home, env, port, dag_id=config.dag_id)
     airflow.cli("db", "migrate", timeout=600)
     airflow.cli("pools", "set", "icecompact_spark", "4", "icecompact Spark jobs")
     airflow.cli("dags", "reserialize")
@@ -531,6 +548,40 @@ def _kill_tree(pids: Mapping[str, int]) -> list[int]:
     return killed
 
 
+def _executor_busy(ledger_url: str) -> bool:
+    """Whether a resident executor runs a work item now (the health path's "a compaction job runs")."""
+    return bool(_running_items(ledger_url))
+
+
+def _running_items(ledger_url: str | None) -> list[dict[str, Any]]:
+    from compaction.core.queue import WorkStatus
+    from compaction.ledger import Ledger
+
+    if ledger_url is None:
+        return []
+    try:
+        with Ledger.open(ledger_url, timeout=5) as ledger:
+            return [{"item_id": i.item_id, "run_id": i.run_id, "plan_id": i.plan_id}
+                    for i in ledger.work_items(status=WorkStatus.RUNNING)]
+    except Exception:  # noqa: BLE001 - e.g. during the outage
+        return []
+
+
+def _stop_executors(ledger_url: str, log: Callable[[str], None]) -> None:
+    """Stop the resident executors the health path started (their supervisors are detached)."""
+    from compaction.executor import stop_executors
+    from compaction.ledger import Ledger
+
+    try:
+        with Ledger.open(ledger_url, timeout=5) as ledger:
+            if stop_executors(ledger, progress=log):
+                deadline = time.time() + 60
+                while ledger.executors() and time.time() < deadline:
+                    time.sleep(0.5)
+    except Exception as e:  # noqa: BLE001 - best effort at the end of a run
+        log(f"soak: could not stop the executors: {e}")
+
+
 def _compaction_job_running() -> bool:
     """Whether a spark-submit of a compaction job group runs on this machine (its entry script is in argv)."""
     from compaction.spark.submit import entry_script_path
@@ -564,6 +615,7 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
     cluster = start_cluster()
     writer: subprocess.Popen[bytes] | None = None
     airflow: _Airflow | None = None
+    ledger_url: str | None = None
     own_spark = spark is None
     try:
         # A new name per run: Spark keeps a catalog's instance (and its JDBC pool) for the session's lifetime, so a
@@ -615,11 +667,17 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
 
         airflow.start_api()
         airflow.start_scheduler()
-        airflow.cli("dags", "unpause", "iceberg_compaction")
+        if config.path == "health":
+            airflow.start_triggerer()
+        airflow.cli("dags", "unpause", config.dag_id)
+        if config.path == "health":
+            # Airflow registers an asset's watchers only for an unpaused DAG, when the DAG file is parsed: a
+            # dag-processor does it within its parse interval; here, parse now.
+            airflow.cli("dags", "reserialize")
         report.started = start = time.time()
         log(f"soak: writer, scheduler and api-server running for {config.duration_s:.0f} s "
             f"(schedule {config.schedule!r})")
-        _main_loop(config, workdir, report, cluster, airflow, spark, catalog, ref, start, log)
+        _main_loop(config, workdir, report, cluster, airflow, spark, catalog, ref, start, log, ledger_url)
 
         log("soak: stopping the writer ...")
         (workdir / "stop").write_text("")
@@ -629,6 +687,7 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
         _final_compaction(airflow, report, log, config.final_timeout_s)
         _quiesce(airflow, 900)
         airflow.stop()
+        _stop_executors(ledger_url, log)
         report.writer_events = [json.loads(line) for line in (workdir / "writer.jsonl").read_text().splitlines()]
         _final_checks(config, workdir, report, spark, catalog, ref, ledger_url, log)
         return report
@@ -637,13 +696,15 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
             os.killpg(writer.pid, signal.SIGKILL)
         if airflow is not None:
             airflow.stop()
+        if cluster is not None and ledger_url is not None:
+            _stop_executors(ledger_url, log)
         if own_spark and spark is not None:
             spark.stop()
         cluster.stop()
 
 
 def _main_loop(config: SoakConfig, workdir: Path, report: SoakReport, cluster: Any, airflow: _Airflow, spark: Any,
-               catalog: CatalogConfig, ref: str, start: float, log: Callable[[str], None]) -> None:
+               catalog: CatalogConfig, ref: str, start: float, log: Callable[[str], None], ledger_url: str) -> None:
     token = workdir / "kill-token"
     pending = {"kill_job": config.kill_job_at, "kill_scheduler": config.kill_scheduler_at,
                "postgres_outage": config.postgres_outage_at} if config.faults else {}
@@ -652,7 +713,8 @@ def _main_loop(config: SoakConfig, workdir: Path, report: SoakReport, cluster: A
                                daemon=True)
     sampler.start()
     try:
-        _fault_loop(config, token, pending, report, cluster, airflow, start, log)
+        running = _compaction_job_running if config.path == "cron" else lambda: _executor_busy(ledger_url)
+        _fault_loop(config, token, pending, report, cluster, airflow, start, log, running, ledger_url)
     finally:
         stop.set()
         sampler.join(timeout=120)
@@ -686,7 +748,9 @@ def _sampler(config: SoakConfig, report: SoakReport, spark: Any, catalog: Catalo
 
 
 def _fault_loop(config: SoakConfig, token: Path, pending: dict[str, float], report: SoakReport, cluster: Any,
-                airflow: _Airflow, start: float, log: Callable[[str], None]) -> None:
+                airflow: _Airflow, start: float, log: Callable[[str], None],
+                job_running: Callable[[], bool] = lambda: _compaction_job_running(), ledger_url: str | None = None,
+                ) -> None:
     """The faults, each once, at its fraction of the run (the job kill: once the armed job's rewrite runs)."""
     armed_at: float | None = None
     while time.time() - start < config.duration_s:
@@ -701,17 +765,19 @@ def _fault_loop(config: SoakConfig, token: Path, pending: dict[str, float], repo
             pids = json.loads(pids_file.read_text())
             cmdline = _cmdline(int(pids["python"]))
             time.sleep(0.3)
+            items = _running_items(ledger_url) if config.path == "health" else []
             killed = _kill_tree(pids)
-            report.faults.append({"kind": "kill_job", "t": time.time(), "pids": killed, "cmdline": cmdline})
+            report.faults.append({"kind": "kill_job", "t": time.time(), "pids": killed, "cmdline": cmdline,
+                                  "work_items": items})
             pending.pop("kill_job")
             log(f"soak: t={time.time() - start:.0f}s SIGKILL compaction job {killed}")
         if ("kill_scheduler" in pending and elapsed >= pending["kill_scheduler"] * config.duration_s
-                and (_compaction_job_running() or elapsed >= (pending["kill_scheduler"] + 0.2) * config.duration_s)):
+                and (job_running() or elapsed >= (pending["kill_scheduler"] + 0.2) * config.duration_s)):
             # The scheduler dies while a compaction job runs (its hardest moment: the job's task is orphaned and
             # the new scheduler must settle it), not wherever the clock happens to fall; after a grace period
             # without any job it dies anyway.
             assert airflow.scheduler is not None
-            during_job = _compaction_job_running()
+            during_job = job_running()
             airflow.scheduler.kill()  # SIGKILL, the scheduler process only (its running tasks are on their own)
             airflow.scheduler.wait()
             airflow.old_groups.append(airflow.scheduler.pid)
@@ -723,7 +789,7 @@ def _fault_loop(config: SoakConfig, token: Path, pending: dict[str, float], repo
             report.faults.append({"kind": "kill_scheduler", "t": t0, "t_end": time.time(), "during_job": during_job})
             pending.pop("kill_scheduler")
         if ("postgres_outage" in pending and elapsed >= pending["postgres_outage"] * config.duration_s
-                and (_compaction_job_running() or elapsed >= (pending["postgres_outage"] + 0.15) * config.duration_s)):
+                and (job_running() or elapsed >= (pending["postgres_outage"] + 0.15) * config.duration_s)):
             # Like the scheduler kill: the outage starts while a compaction job runs (it must wait for the
             # catalog and carry on), after a grace period without one anyway.
             t0 = time.time()
@@ -744,10 +810,10 @@ def _quiesce(airflow: _Airflow, timeout: float) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if not any(r.get("state") == "running" for r in airflow.dag_runs()):
-            airflow.cli("dags", "pause", "iceberg_compaction")
+            airflow.cli("dags", "pause", airflow.dag_id)
             if not any(r.get("state") == "running" for r in airflow.dag_runs()):
                 return
-            airflow.cli("dags", "unpause", "iceberg_compaction")
+            airflow.cli("dags", "unpause", airflow.dag_id)
         time.sleep(3.0)
     raise RuntimeError(f"the DAG still had a running run after {timeout:.0f} s")
 
@@ -755,8 +821,8 @@ def _quiesce(airflow: _Airflow, timeout: float) -> None:
 def _final_compaction(airflow: _Airflow, report: SoakReport, log: Callable[[str], None], timeout: float) -> None:
     run_id = f"soak_final_{uuid.uuid4().hex[:8]}"
     log("soak: writer stopped; the last compaction (manual DAG run, mode auto) ...")
-    airflow.cli("dags", "trigger", "iceberg_compaction", "--run-id", run_id, "--conf",
-                json.dumps({"mode": "auto", "window": "all"}))
+    conf = {"mode": "auto", "window": "all"} if airflow.dag_id == "iceberg_compaction" else {}
+    airflow.cli("dags", "trigger", airflow.dag_id, "--run-id", run_id, "--conf", json.dumps(conf))
     deadline = time.time() + timeout
     while time.time() < deadline:
         state = {r.get("run_id"): r.get("state") for r in airflow.dag_runs()}.get(run_id)
@@ -839,6 +905,23 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
     # A snapshot of ours on main whose run recorded neither a validated commit nor an undo was never validated.
     checks["unvalidated_snapshots"] = sorted(sid for sid, plan in ours if sid in main_chain
                                              and plan not in accounted_plans)
+    # -- freshness: from each commit that gave a partition work to our validated compaction of it
+    from compaction.testing.freshness import crossings
+
+    with Ledger.open(ledger_url) as ledger:
+        checks["freshness"] = crossings(catalog, config.table, ledger, since=report.started,
+                                        until=report.started + config.duration_s)
+        for fault in report.faults:  # the health path's killed executor: what became of the item it ran
+            for entry in fault.get("work_items") or []:
+                item = next(iter(ledger.work_items([entry["item_id"]])), None)
+                run = ledger.run(entry["run_id"]) if entry.get("run_id") else None
+                entry.update({"status": item.status.value if item else None, "attempts": item.attempts if item else None,
+                              "error": (item.error or "")[:300] if item else None,
+                              "run_status": run.status.value if run else None})
+    fresh = checks["freshness"]
+    log(f"soak: freshness: {fresh['crossings']} crossings, {fresh['served']} served; to validated p50 "
+        f"{fresh['to_validated_p50_s']} s, p95 {fresh['to_validated_p95_s']} s (to commit p50 "
+        f"{fresh['to_commit_p50_s']} s); unserved {fresh['unserved_age_s']}")
     for fault in report.faults:
         if fault["kind"] == "kill_job" and fault.get("cmdline"):
             run = next((r for r in report.runs if r["run_id"] in fault["cmdline"]), None)
@@ -916,6 +999,8 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
                    f"compaction") if ratios else "no scans"}
     killed = next((f for f in report.faults if f["kind"] == "kill_job"), None)
     killed_run = killed.get("run_id") if killed else None
+    if killed and not killed_run and killed.get("work_items"):
+        killed_run = killed["work_items"][0].get("run_id")
     non_terminal = [r["run_id"] for r in runs if r["status"] in ("planned", "running")]
     bad = [r for r in runs if r["run_id"] != killed_run and r["status"] not in ("succeeded", "partial")]
     partial_without_reason = [r for r in runs if r["status"] == "partial" and not r["reasons"]]
@@ -934,10 +1019,33 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
         "met": bool(after_fault) and all(s in ("succeeded", "partial") for _, s in after_fault)
         and len(after_fault) == len([f for f in report.faults]),
         "figure": ", ".join(f"{k}: next run {s}" for k, s in after_fault) or "no faults"}
-    goals["killed_run_failed_and_table_unchanged"] = {
-        "met": bool(killed and killed.get("run_status") == "failed" and killed.get("snapshots_of_its_plan") == 0),
-        "figure": (f"run {killed.get('run_id')} {killed.get('run_status')}, snapshots of its plan "
-                   f"{killed.get('snapshots_of_its_plan')}") if killed else "no job was killed"}
+    if report.config.path == "health":
+        # The killed executor's item is taken back when its lease runs out: re-run by the fresh executor (its run
+        # then succeeds) or failed with its checkpoint; either way terminal, and its commits validated (below).
+        items = (killed or {}).get("work_items") or []
+        goals["killed_executor_item_terminal"] = {
+            "met": bool(items) and all(i.get("status") in ("done", "failed") and i.get("run_status") in (
+                "succeeded", "partial", "failed") for i in items),
+            "figure": "; ".join(f"item {i['item_id'][:8]}: {i.get('status')} after {i.get('attempts')} attempt(s), "
+                                f"run {i.get('run_status')} ({i.get('error')})" for i in items)
+                      or "no executor was killed mid-item"}
+        fresh = checks.get("freshness") or {}
+        p50, p95 = fresh.get("to_validated_p50_s"), fresh.get("to_validated_p95_s")
+        goals["freshness_p50_15s_p95_30s"] = {
+            "met": p50 is not None and p95 is not None and p50 <= 15 and p95 <= 30,
+            "figure": (f"{fresh.get('crossings')} commits gave a partition work; {fresh.get('served')} served: to our "
+                       f"validated compaction p50 {p50} s, p95 {p95} s, max {fresh.get('to_validated_max_s')} s (to "
+                       f"its commit p50 {fresh.get('to_commit_p50_s')} s, p95 {fresh.get('to_commit_p95_s')} s); "
+                       f"unserved at the end, crossed s ago: {fresh.get('unserved_age_s')}")}
+        goals["scan_median_1_5x_p90_2x"] = {
+            "met": bool(ratios) and (_quantile(ratios, 0.5) or 9) <= 1.5 and (_quantile(ratios, 0.9) or 9) <= 2.0,
+            "figure": (f"median {_quantile(ratios, 0.5):.2f}x, p90 {_quantile(ratios, 0.9):.2f}x"
+                       if ratios else "no scans")}
+    else:
+        goals["killed_run_failed_and_table_unchanged"] = {
+            "met": bool(killed and killed.get("run_status") == "failed" and killed.get("snapshots_of_its_plan") == 0),
+            "figure": (f"run {killed.get('run_id')} {killed.get('run_status')}, snapshots of its plan "
+                       f"{killed.get('snapshots_of_its_plan')}") if killed else "no job was killed"}
     goals["no_snapshot_of_ours_unvalidated"] = {
         "met": checks.get("unvalidated_snapshots") == [],
         "figure": f"{checks.get('our_snapshots')} snapshots of ours ({checks.get('our_snapshots_on_main')} on main), "
