@@ -86,6 +86,23 @@ bench-streaming: install
 bench-soak: install
 	$(PY) bench/soak.py --minutes $${MINUTES:-15} --size $${SIZE:-s} --formats $${FORMATS:-2,3}
 
+# The same soak on the event-driven path (issue 23): iceberg_compaction_on_health + the resident executor, the
+# executor SIGKILLed mid-item; freshness replayed from the table history (bench/results/soak_health.*, freshness.*).
+.PHONY: bench-freshness
+bench-freshness: install
+	$(PY) bench/freshness.py --minutes $${MINUTES:-15} --size $${SIZE:-s} --formats $${FORMATS:-2,3}
+
+# Many small tables that each need a MINOR through the DAG: executor=submit against executor=resident (issue 23;
+# bench/results/fleet.*). TABLES=20 for a look.
+.PHONY: bench-fleet
+bench-fleet: install
+	$(PY) bench/fleet.py --tables $${TABLES:-100}
+
+# An idle resident executor's CPU and memory over 15 minutes (issue 23; bench/results/idle.*).
+.PHONY: bench-idle
+bench-idle: install
+	$(PY) bench/idle.py --minutes $${MINUTES:-15}
+
 # Maintenance soak (issue 24): writer + compaction + maintenance every minute (snapshot retention 5 min), 30 min
 # per format (v2, v3) on PostgreSQL: plateau of snapshots / metadata bytes / manifests, storage <= 2x live bytes,
 # 0 rows lost, retained snapshots re-read (bench/results/maintenance_soak.*). MINUTES=4 RETENTION=60 for a look.

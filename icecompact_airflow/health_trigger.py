@@ -119,16 +119,10 @@ class CompactOnHealthOperator(BaseOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         from icecompact_airflow import tasks
-        from icecompact_airflow.resident import WorkItemsTrigger, ensure_executors
+        from icecompact_airflow.resident import restart_lost_executors
 
         plans: list[dict[str, Any]] = list(event["echo"])
         if event.get("status") == "executor_lost":
-            from compaction.ledger import Ledger
-            from icecompact_airflow.connections import resolve_catalog
-
-            with Ledger.open() as ledger:
-                ensure_executors(ledger, [resolve_catalog(c) for c in event["catalogs"]], log=self.log.info)
-                item_ids = [i.item_id for p in plans for i in ledger.work_items(run_id=str(p["run_id"]))]
-            self.defer(trigger=WorkItemsTrigger(item_ids, self.poll_s, echo=plans), method_name="execute_complete")
+            restart_lost_executors(self, event, plans, self.poll_s)
         raw = dict(context["params"])
         return tasks.record(plans, {**raw, "catalog": plans[0]["catalog"]}, echo=self.log.info)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -127,6 +127,21 @@ def queue_plans(plans: Sequence[Any], params: Any, *, log: Any) -> list[str]:
     return item_ids
 
 
+def restart_lost_executors(operator: BaseOperator, event: Mapping[str, Any], plans: Sequence[Mapping[str, Any]],
+                           poll_s: float) -> None:
+    """After an ``executor_lost`` event: start an executor for each catalog named, then defer again on the work
+    items of ``plans`` (raises Airflow's deferral)."""
+    from compaction.ledger import Ledger
+    from icecompact_airflow.connections import resolve_catalog
+
+    operator.log.warning("no live executor for %s: starting one", ", ".join(event["catalogs"]))
+    with Ledger.open() as ledger:
+        ensure_executors(ledger, [resolve_catalog(c) for c in event["catalogs"]], log=operator.log.info)
+        item_ids = [i.item_id for p in plans for i in ledger.work_items(run_id=str(p["run_id"]))]
+    operator.defer(trigger=WorkItemsTrigger(item_ids, poll_s, echo=event.get("echo")),
+                   method_name="execute_complete")
+
+
 class CompactionQueueOperator(BaseOperator):
     """Queue the plans of this DAG run for resident executors and wait deferred (see the module doc)."""
 
@@ -158,14 +173,7 @@ class CompactionQueueOperator(BaseOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") == "executor_lost":
-            from compaction.ledger import Ledger
-            from icecompact_airflow.connections import resolve_catalog
-
-            self.log.warning("no live executor for %s: starting one", ", ".join(event["catalogs"]))
-            with Ledger.open() as ledger:
-                ensure_executors(ledger, [resolve_catalog(c) for c in event["catalogs"]], log=self.log.info)
-                item_ids = [i.item_id for p in self._plans() for i in ledger.work_items(run_id=str(p["run_id"]))]
-            self.defer(trigger=WorkItemsTrigger(item_ids, self.poll_s), method_name="execute_complete")
+            restart_lost_executors(self, event, self._plans(), self.poll_s)
         items = dict(event.get("items") or {})
         for item_id, status in items.items():
             self.log.info("work item %s: %s", item_id, status)
