@@ -59,7 +59,8 @@ def heap(spark: Any, collect: bool = False) -> tuple[int, int]:
 
 
 class _LeaseKeeper:
-    """Renews an item's lease every ``heartbeat_s`` until stopped; remembers when the item was taken back."""
+    """Renews an item's lease and the executor's heartbeat every ``heartbeat_s`` until stopped; remembers when the
+    item was taken back."""
 
     def __init__(self, ledger: Any, item_id: str, executor_id: str, options: ServeOptions,
                  progress: Callable[[str], None]) -> None:
@@ -72,6 +73,8 @@ class _LeaseKeeper:
              progress: Callable[[str], None]) -> None:
         while not self._stop.wait(options.heartbeat_s):
             try:
+                # The executor's own heartbeat too: a long item must not make it look dead (another would start).
+                ledger.executor_heartbeat(executor_id, status="busy", current_item=item_id)
                 if not ledger.renew_lease(item_id, executor_id, lease_s=options.lease_s):
                     self.lost = True
                     progress(f"executor: item {item_id} was taken back (its lease ran out); its result will not be "
