@@ -33,6 +33,8 @@ def main() -> int:
         out[key] = {k: v for k, v in fresh.items() if k != "detail"}
         lines.append(f"== format v{key}: {'MET' if goal.get('met') else 'NOT MET'} p50 <= 15 s, p95 <= 30 s")
         lines.append(f"  {goal.get('figure')}")
+        lines.append(f"  where the time went (medians): {fresh.get('profile_p50_s')} (a crossing usually waits for the "
+                     f"run in flight to end before its own run is planned)")
         lines.append(f"  {fresh.get('snapshots')} snapshots replayed; manifest cache {fresh.get('manifest_cache')}")
         served = [c for c in fresh.get("detail", []) if "to_validated_s" in c]
         slow = sorted(served, key=lambda c: -c["to_validated_s"])[:5]

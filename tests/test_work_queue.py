@@ -199,3 +199,13 @@ def test_a_run_whose_waiter_died_is_recorded_from_its_work_items(ledger: Ledger)
     assert by_label[k0.label()].status is OutcomeStatus.COMMITTED and by_label[k0.label()].commit_snapshot_id == 5
     assert by_label[k1.label()].status is OutcomeStatus.FAILED
     assert settle_queued_runs(ledger, "db.t", "c", now=at(60)) == []  # once
+
+
+def test_a_restarted_executor_takes_back_its_own_items_at_once(ledger: Ledger) -> None:
+    mine, other = enqueue(ledger), enqueue(ledger, now=at(1))
+    ledger.claim_work("x1", catalogs=["c"], lease_s=60, now=at(2))
+    ledger.claim_work("x2", catalogs=["c"], lease_s=60, now=at(3))
+    back = ledger.take_back_expired_work(now=at(4), dead_executor="x1")
+    assert [(i.item_id, i.status) for i in back] == [(mine, WorkStatus.QUEUED)]
+    assert "restarted" in (back[0].error or "")
+    assert ledger.work_items([other])[0].status is WorkStatus.RUNNING  # another executor's lease still holds

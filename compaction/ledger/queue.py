@@ -283,19 +283,27 @@ class _Queue(LedgerMixin):
         with self._read("polling the work queue") as session:
             return session.execute(stmt).first() is not None
 
-    def take_back_expired_work(self, *, now: _dt.datetime | None = None) -> list[WorkItem]:
-        """Re-queue or fail every running item whose lease ran out (see the module doc). Returns them."""
+    def take_back_expired_work(self, *, now: _dt.datetime | None = None,
+                               dead_executor: str | None = None) -> list[WorkItem]:
+        """Re-queue or fail every running item whose lease ran out (see the module doc), and, with
+        ``dead_executor``, every running item of that executor whatever its lease (a restarted executor knows its
+        previous generation is gone). Returns them."""
         with self._write("taking back expired work") as session:
             _serialise(session)
-            return self._take_back_expired(session, _utc(now, "now"))
+            return self._take_back_expired(session, _utc(now, "now"), dead_executor)
 
-    def _take_back_expired(self, session: Session, at: _dt.datetime) -> list[WorkItem]:
+    def _take_back_expired(self, session: Session, at: _dt.datetime,
+                           dead_executor: str | None = None) -> list[WorkItem]:
         w = WorkItemRow
         out = []
-        for row in session.execute(select(w).where(w.status == WorkStatus.RUNNING.value,
-                                                   w.lease_expires_at <= at)).scalars():
-            note = (f"the lease of executor {row.executor_id} ran out at {_utc(row.lease_expires_at).isoformat()} "
-                    f"(attempt {row.attempts} of {row.max_attempts})")
+        gone = w.lease_expires_at <= at if dead_executor is None else or_(w.lease_expires_at <= at,
+                                                                          w.executor_id == dead_executor)
+        for row in session.execute(select(w).where(w.status == WorkStatus.RUNNING.value, gone)).scalars():
+            if row.executor_id == dead_executor:
+                note = (f"executor {row.executor_id} restarted (attempt {row.attempts} of {row.max_attempts})")
+            else:
+                note = (f"the lease of executor {row.executor_id} ran out at "
+                        f"{_utc(row.lease_expires_at).isoformat()} (attempt {row.attempts} of {row.max_attempts})")
             if on_expired_lease(int(row.attempts), int(row.max_attempts), bool(row.progress_json)) is ExpiredLease.REQUEUE:
                 row.status, row.executor_id, row.lease_expires_at = WorkStatus.QUEUED.value, None, None
                 row.error = self._clip(note + "; queued again")

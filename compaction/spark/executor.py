@@ -144,6 +144,9 @@ def serve(spark: Any, ledger: Any, executor_id: str, catalog_name: str, *, optio
         return used, maximum
 
     beat("idle")
+    if generation > 1:  # the previous generation of this executor is gone: what it held needs no lease to run out
+        for back in ledger.take_back_expired_work(dead_executor=executor_id):
+            progress(f"executor: item {back.item_id} of the previous generation: {back.status.value}")
     progress(f"executor {executor_id} (generation {generation}) serving catalog {catalog_name}")
     while not stop.is_set():
         now = time.monotonic()

@@ -822,9 +822,14 @@ class PreparedMinor:
     converted_rows: int
 
     def still_valid_for(self, files: PartitionFiles) -> bool:
-        # Positions depend only on the partition's data and delete files (sequence numbers never change), so they
-        # stay right across snapshots that did not touch the partition (e.g. our own commits on other partitions).
-        return set(files.data) == set(self.files.data) and set(files.deletes) == set(self.files.deletes)
+        # Positions depend only on the data files and delete files they were read from (sequence numbers never
+        # change), so they stay right while all of those are live: across our own commits on other partitions,
+        # and across a writer's commits that only *added* files to the partition. An added data file has a higher
+        # data sequence number than every delete being converted, which never applies to it (spec: an equality
+        # delete applies to data files with a lower sequence number; a position delete names its file); an added
+        # delete file stays and keeps applying beside ours (deletes are additive). A file *removed* since (a
+        # rewrite, a writer merging position deletes, a DV replaced) invalidates the work: it is read again.
+        return set(self.files.data) <= set(files.data) and set(self.files.deletes) <= set(files.deletes)
 
 
 def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[PartitionKey, Any]],

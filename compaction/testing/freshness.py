@@ -12,7 +12,9 @@ health events + the resident executor):
   later (a compaction planned before the crossing did not see its files); ``to_commit`` ends at that outcome's
   commit snapshot, ``to_validated`` when its job reported it validated (the work item's end on the resident path,
   the outcome's recording otherwise);
-* crossings no compaction served before the end are counted apart (``unserved``), with how long ago they crossed.
+* crossings no compaction served before the end are counted apart (``unserved``), with how long ago they crossed;
+* where the time went (``profile_p50_s``): from the crossing until the serving run was planned (the watcher's poll,
+  the event, Airflow starting the task; or waiting for the cron), in the queue, in the executor.
 """
 
 from __future__ import annotations
@@ -88,9 +90,12 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
                 continue
             validated = (item.finished_at.timestamp() if item is not None and item.finished_at is not None
                          else o.recorded_at.timestamp())
+            phases = {"planned_t": run.started_at.timestamp()}
+            if item is not None and item.claimed_at is not None:
+                phases.update(queued_t=item.enqueued_at.timestamp(), claimed_t=item.claimed_at.timestamp())
             served_by.append({"partition": o.partition_label, "base_seq": seq[o.base_snapshot_id],
                               "commit_t": ts[o.commit_snapshot_id], "validated_t": validated,
-                              "kind": o.kind.value, "run_id": run.run_id})
+                              "kind": o.kind.value, "run_id": run.run_id, **phases})
     served_by.sort(key=lambda s: s["commit_t"])
     end = until if until is not None else max(ts.values(), default=0.0)
     latencies_commit, latencies_validated, unserved = [], [], []
@@ -102,6 +107,12 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
         c["to_commit_s"] = round(s["commit_t"] - c["t"], 2)
         c["to_validated_s"] = round(s["validated_t"] - c["t"], 2)
         c["served_by"] = s["kind"]
+        # Where the time went: until the serving run was planned (detection, the event, Airflow starting the
+        # task), queued until an executor took it, then the executor's work up to the validated end.
+        c["to_plan_s"] = round(s["planned_t"] - c["t"], 2)
+        if "claimed_t" in s:
+            c["in_queue_s"] = round(s["claimed_t"] - s["queued_t"], 2)
+            c["executor_s"] = round(s["validated_t"] - s["claimed_t"], 2)
         latencies_commit.append(c["to_commit_s"])
         latencies_validated.append(c["to_validated_s"])
     return {
@@ -112,5 +123,7 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
         "to_validated_p95_s": _quantile(latencies_validated, 0.95),
         "to_validated_max_s": max(latencies_validated, default=None),
         "manifest_cache": {"hits": cache.hits, "misses": cache.misses},
+        "profile_p50_s": {phase: _quantile([c[phase] for c in found if phase in c], 0.5)
+                          for phase in ("to_plan_s", "in_queue_s", "executor_s")},
         "detail": found[:2000],
     }
