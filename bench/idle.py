@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -63,22 +64,35 @@ def main() -> int:
         (record,) = ledger.executors()
         pid = int(record.pid or 0)
         samples = []
-        procs = tree(pid)
-        for p in procs:
-            p.cpu_percent(None)
+        known: dict[int, Any] = {}
+
+        def cpu_and_rss() -> tuple[float, float, int]:
+            """CPU seconds (user + system) and RSS bytes of the tree now, the same Process objects kept between
+            samples (a new psutil.Process reports no CPU percentage on its first call)."""
+            for proc in tree(pid):
+                known.setdefault(proc.pid, proc)
+            cpu = rss = 0.0
+            alive = 0
+            for proc in list(known.values()):
+                try:
+                    times = proc.cpu_times()
+                    cpu += times.user + times.system
+                    rss += proc.memory_info().rss
+                    alive += 1
+                except psutil.NoSuchProcess:
+                    known.pop(proc.pid, None)
+            return cpu, rss, alive
+
+        last_cpu, _, _ = cpu_and_rss()
+        last_t = time.time()
         end = time.time() + args.minutes * 60
         while time.time() < end:
             time.sleep(10)
-            procs = tree(pid) or procs
-            cpu = rss = 0.0
-            for p in procs:
-                try:
-                    cpu += p.cpu_percent(None)
-                    rss += p.memory_info().rss
-                except psutil.NoSuchProcess:
-                    pass
-            samples.append({"t": time.time(), "cpu_percent": round(cpu, 2), "rss_mib": round(rss / 2**20, 1),
-                            "processes": len(procs)})
+            cpu, rss, alive = cpu_and_rss()
+            now = time.time()
+            samples.append({"t": now, "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_t), 2),
+                            "rss_mib": round(rss / 2**20, 1), "processes": alive})
+            last_cpu, last_t = cpu, now
         stop_executors(ledger, progress=lambda _m: None)
     n = len(samples)
     mean_cpu = sum(s["cpu_percent"] for s in samples) / max(1, n)

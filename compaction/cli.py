@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from compaction.core.errors import CompactionError
+from compaction.core.errors import CompactionError, ConfigError
 
 
 def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -399,8 +399,15 @@ def cmd_executor(args: argparse.Namespace) -> int:
 
     if args.action == "run":
         catalog = read_catalog_file(Path(args.catalog_file)) if args.catalog_file else _catalog(args)
+        conf = {}
+        for entry in args.conf or ():
+            key, sep, value = entry.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"invalid --conf {entry!r}: expected KEY=VALUE")
+            conf[key.strip()] = value
         return run_supervisor(catalog, args.executor_id, options=options_from_args(args),
-                              spark_settings=SparkSettings.from_environment(master=args.master),
+                              spark_settings=SparkSettings.from_environment(master=args.master, extra_conf=conf or None),
+                              another=args.another,
                               progress=lambda m: print(m, file=sys.stderr, flush=True))
     with Ledger.open() as ledger:
         if args.action == "stop":
@@ -558,6 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--executor-id", help=argparse.SUPPRESS)  # set by a detached start (already registered)
     q.add_argument("--catalog-file", help=argparse.SUPPRESS)  # a 0600 file read and deleted at once
     q.add_argument("--master", help="Spark master (default $ICECOMPACT_SPARK_MASTER or local[2])")
+    q.add_argument("--conf", action="append", metavar="KEY=VALUE",
+                   help="Spark conf of the executor's application (repeatable), e.g. spark.cores.max=4")
+    q.add_argument("--another", action="store_true",
+                   help="start one more executor for a catalog that has one (several share the queue safely on a "
+                        "PostgreSQL ledger)")
     from compaction.executor import add_option_args
 
     add_option_args(q)

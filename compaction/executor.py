@@ -169,18 +169,21 @@ def _raise_interrupt(_signum: int, _frame: Any) -> None:
 
 
 def run_supervisor(catalog: CatalogConfig, executor_id: str | None, *, options: ServeOptions,
-                   spark_settings: SparkSettings | None = None, progress: Callable[[str], None] = print) -> int:
-    """``icecompact executor run``: register (unless started by :func:`ensure_executor`, which did) and supervise."""
+                   spark_settings: SparkSettings | None = None, another: bool = False,
+                   progress: Callable[[str], None] = print) -> int:
+    """``icecompact executor run``: register (unless started by :func:`ensure_executor`, which did) and supervise.
+    ``another``: one more executor for a catalog that has one (several claim from the queue safely on a
+    PostgreSQL ledger)."""
     spark_settings = spark_settings or SparkSettings.from_environment()
     signal.signal(signal.SIGTERM, _raise_interrupt)
     with Ledger.open() as ledger:
         if executor_id is None:
             executor_id = new_executor_id()
             if not ledger.claim_executor_start(executor_id, catalog=catalog.name, host=socket.gethostname(),
-                                               master=spark_settings.master):
+                                               master=spark_settings.master, another=another):
                 alive = [e.executor_id for e in ledger.executors(catalog=catalog.name)]
                 raise ConfigError(f"an executor already serves catalog {catalog.name!r} ({', '.join(alive)}); "
-                                  "stop it first (icecompact executor stop)")
+                                  "stop it first (icecompact executor stop), or add one with --another")
         return supervise(catalog, executor_id, spark_settings=spark_settings, options=options, ledger=ledger,
                          progress=progress)
 

@@ -148,3 +148,73 @@ def test_executor_killed_mid_group_is_restarted_and_the_group_run_again(spark, s
     assert run is not None and run.status.is_terminal
     (record,) = ledger.executors()
     assert record.executor_id == started and record.generation == 2  # the supervisor started a fresh one
+
+
+def test_two_executors_on_a_standalone_cluster_share_the_queue_of_a_postgresql_ledger(
+        spark, postgres_catalog: CatalogConfig, postgres_cluster, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Two resident executors (a standalone master: the app's executors on the cluster's worker) claim the work items
+    of four tables from one PostgreSQL ledger: every item runs exactly once, none is lost, every table compacted."""
+    import subprocess
+    import sys
+
+    from compaction.executor import option_args, write_catalog_file
+    from compaction.spark.session import SparkSettings
+    from compaction.testing.standalone import start_cluster
+
+    url = str(postgres_cluster.sqlalchemy_uri(postgres_cluster.create_database()))
+    monkeypatch.setenv("ICECOMPACT_LEDGER_URL", url)
+    cluster = start_cluster(tmp_path / "spark-standalone", cores=2, memory="1500m")
+    tables = [f"two.t{i}" for i in range(4)]
+    workloads = [generate(spark, postgres_catalog, t, WorkloadSpec(seed=40 + i, partitioning="days_ts", commits=2))
+                 for i, t in enumerate(tables)]
+    settings = SparkSettings(master=cluster.master_url, extra_conf={"spark.cores.max": "1",
+                                                                    "spark.executor.memory": "600m"})
+    supervisors = []
+    try:
+        with Ledger.open(url) as ledger:
+            for n in range(2):  # the second with --another: two executors for one catalog
+                private = tmp_path / f"private{n}"
+                private.mkdir(mode=0o700)
+                argv = [sys.executable, "-m", "compaction.cli", "executor", "run", "--catalog-file",
+                        str(write_catalog_file(postgres_catalog, private)), "--master", cluster.master_url,
+                        "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=600m",
+                        *(["--another"] if n else []), *option_args(FAST)]
+                env = {**os.environ, "ICECOMPACT_SPARK_MASTER": cluster.master_url}
+                supervisors.append(subprocess.Popen(argv, env=env, start_new_session=True,
+                                                    stdout=open(tmp_path / f"x{n}.log", "wb"),
+                                                    stderr=subprocess.STDOUT))
+                _wait(lambda: len(ledger.executors(catalog=postgres_catalog.name)) == n + 1, 60,
+                      f"executor {n + 1} registered")
+            reports = {}
+            threads = []
+
+            def run(table: str) -> None:
+                reports[table] = run_table(postgres_catalog, table, mode=CompactionMode.MAJOR, executor="resident",
+                                           spark_settings=settings, timeout_s=900)
+
+            for table in tables:
+                threads.append(threading.Thread(target=run, args=(table,)))
+                threads[-1].start()
+            for t in threads:
+                t.join(960)
+            items = [i for r in reports.values() for i in ledger.work_items(run_id=r.run_id)]
+            executors = ledger.executors(catalog=postgres_catalog.name)
+        assert len(reports) == 4 and all(r.status is RunStatus.SUCCEEDED for r in reports.values()), \
+            {t: (r.status, r.errors) for t, r in reports.items()}
+        assert len(items) == 4 and all(i.status is WorkStatus.DONE and i.attempts == 1 for i in items), items
+        assert {e.master for e in executors} == {cluster.master_url} and len(executors) == 2
+        assert sum(e.groups_run for e in executors) == sum(len(i.group_ids) for i in items)
+        for workload in workloads:
+            after = read_table(postgres_catalog.load().load_table(workload.identifier))
+            assert after.rows == workload.expected_rows and not after.applicable_deletes
+    finally:
+        for proc in supervisors:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in supervisors:
+            try:
+                proc.wait(60)
+            except Exception:  # noqa: BLE001 - never leave one behind
+                os.killpg(proc.pid, signal.SIGKILL)
+        cluster.stop()

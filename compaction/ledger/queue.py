@@ -342,16 +342,17 @@ class _Queue(LedgerMixin):
 
     # Executors --------------------------------------------------------------------------------------------------
     def claim_executor_start(self, executor_id: str, *, catalog: str, host: str, master: str,
-                             stale_after_s: float = EXECUTOR_STALE_SECONDS_DEFAULT,
+                             stale_after_s: float = EXECUTOR_STALE_SECONDS_DEFAULT, another: bool = False,
                              now: _dt.datetime | None = None) -> bool:
-        """Register ``executor_id`` as ``starting`` for ``catalog`` unless a live executor serves it already.
-        True: the caller starts it (exactly one of concurrent callers gets True)."""
+        """Register ``executor_id`` as ``starting`` for ``catalog`` unless a live executor serves it already
+        (``another``: register it anyway, one more executor for the catalog). True: the caller starts it (exactly
+        one of concurrent callers gets True)."""
         at = _utc(now, "now")
         e = ExecutorRow
         with self._write("registering an executor") as session:
             _serialise(session)
             rows = session.execute(select(e).where(e.catalog == catalog, e.status != "stopped")).scalars()
-            if any(_executor(r).alive(at, stale_after_s) for r in rows):
+            if not another and any(_executor(r).alive(at, stale_after_s) for r in rows):
                 return False
             session.add(ExecutorRow(executor_id=executor_id[:64], catalog=catalog, host=host[:255], pid=None,
                                     master=master[:255], status="starting", generation=0, groups_run=0,

@@ -92,6 +92,28 @@ class _LeaseKeeper:
         self._thread.join()
 
 
+def _retrying(action: Callable[[], Any], what: str, progress: Callable[[str], None], within_s: float) -> Any:
+    """``action()``, retried every 2 s while the ledger is unreachable (a restart, a failover), for ``within_s``."""
+    started = time.monotonic()
+    while True:
+        try:
+            return action()
+        except CompactionError as e:
+            if time.monotonic() - started >= within_s:
+                raise
+            progress(f"executor: {what}: {e}; retrying")
+            time.sleep(2.0)
+
+
+def _checkpoint(ledger: Any, item_id: str, executor_id: str, progress: Callable[[str], None]) -> Callable[..., None]:
+    def save(gid: int, incomplete: dict[str, Any]) -> None:
+        try:
+            ledger.checkpoint_work(item_id, executor_id, gid, incomplete)
+        except CompactionError as e:  # a checkpoint is a safety net: losing one must not fail the work
+            progress(f"executor: checkpoint of item {item_id} not stored ({e})")
+    return save
+
+
 def run_item(spark: Any, ledger: Any, item: Any, executor_id: str, options: ServeOptions,
              progress: Callable[[str], None]) -> dict[int, dict[str, Any]]:
     """Run one claimed item's groups; store the results on the item. Returns them (group id -> result)."""
@@ -108,8 +130,7 @@ def run_item(spark: Any, ledger: Any, item: Any, executor_id: str, options: Serv
             plan = CompactionPlan.from_json(item.plan_json)
             level = ValidationLevel.parse(item.validation)
             done = run_groups(spark, plan, group_ids, level=level, max_retries=item.max_retries, progress=progress,
-                              checkpoint=lambda gid, incomplete: ledger.checkpoint_work(
-                                  item.item_id, executor_id, gid, incomplete))
+                              checkpoint=_checkpoint(ledger, item.item_id, executor_id, progress))
             results = {r.group_id: r.to_dict() for r in done}
         except CompactionError as e:
             results = {gid: error_result(item.plan_id, gid, item.table_ref, e).to_dict() for gid in group_ids}
@@ -117,7 +138,10 @@ def run_item(spark: Any, ledger: Any, item: Any, executor_id: str, options: Serv
             error = f"{type(e).__name__}: {e}"
             wrapped = RewriteJobError(f"the executor failed running this item: {error}")
             results = {gid: error_result(item.plan_id, gid, item.table_ref, wrapped).to_dict() for gid in group_ids}
-    if not ledger.complete_work(item.item_id, executor_id, results, error=error):
+    # Compacted and validated: the result must reach the queue, across a short ledger outage too (within the
+    # lease, after which the item is someone else's to take back).
+    if not _retrying(lambda: ledger.complete_work(item.item_id, executor_id, results, error=error),
+                     f"recording the result of item {item.item_id}", progress, options.lease_s):
         progress(f"executor: item {item.item_id} was taken back before it finished; result not recorded")
     return results
 
@@ -162,11 +186,14 @@ def serve(spark: Any, ledger: Any, executor_id: str, catalog_name: str, *, optio
                     return 0, f"idle for {options.idle_exit_s:g} s"
                 stop.wait(options.poll_s)
                 continue
-            beat("busy", item.item_id)
         except CompactionError as e:  # the ledger is unreachable: wait, the queue is where the work is
             progress(f"executor: ledger unavailable ({e}); retrying")
             stop.wait(max(options.poll_s, 1.0))
             continue
+        try:
+            beat("busy", item.item_id)
+        except CompactionError as e:  # claimed: run it; the lease keeper beats again
+            progress(f"executor: heartbeat not recorded ({e})")
         progress(f"executor: item {item.item_id}: {item.table_ref} group(s) "
                  f"{', '.join(map(str, item.group_ids))} (attempt {item.attempts})")
         started = time.monotonic()
@@ -174,7 +201,11 @@ def serve(spark: Any, ledger: Any, executor_id: str, catalog_name: str, *, optio
         groups_run += len(item.group_ids)
         statuses = ", ".join(f"g{gid} {r.get('status')}" for gid, r in results.items())
         progress(f"executor: item {item.item_id} finished in {time.monotonic() - started:.1f} s: {statuses}")
-        used, maximum = beat("idle", collect=True)
+        try:
+            used, maximum = beat("idle", collect=True)
+        except CompactionError as e:  # the next idle beat tries again
+            progress(f"executor: heartbeat not recorded ({e})")
+            used, maximum = heap(spark)
         last_beat = idle_since = time.monotonic()
         reason = restart_reason(options.limits, groups_run, used, maximum)
         if reason is not None:

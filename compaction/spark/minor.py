@@ -824,12 +824,17 @@ class PreparedMinor:
     def still_valid_for(self, files: PartitionFiles) -> bool:
         # Positions depend only on the data files and delete files they were read from (sequence numbers never
         # change), so they stay right while all of those are live: across our own commits on other partitions,
-        # and across a writer's commits that only *added* files to the partition. An added data file has a higher
-        # data sequence number than every delete being converted, which never applies to it (spec: an equality
-        # delete applies to data files with a lower sequence number; a position delete names its file); an added
-        # delete file stays and keeps applying beside ours (deletes are additive). A file *removed* since (a
-        # rewrite, a writer merging position deletes, a DV replaced) invalidates the work: it is read again.
-        return set(self.files.data) <= set(files.data) and set(self.files.deletes) <= set(files.deletes)
+        # and across a writer's commits that only added data files and equality deletes to the partition. An
+        # added data file has a higher data sequence number than every delete being converted, which never
+        # applies to it (spec: an equality delete applies to data files with a lower sequence number); an added
+        # equality delete stays and keeps applying beside ours. A file *removed* since (a rewrite, a writer
+        # merging position deletes, a DV replaced), or an added position delete / DV (on v3 a data file may have
+        # one DV only, and ours would be a second one; Iceberg checks concurrent DVs only after the commit's own
+        # base), invalidates the work: it is read again.
+        if not (set(self.files.data) <= set(files.data) and set(self.files.deletes) <= set(files.deletes)):
+            return False
+        added = (d for ref, d in files.deletes.items() if ref not in self.files.deletes)
+        return all(delete_kind(d) is DeleteContent.EQUALITY for d in added)
 
 
 def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[PartitionKey, Any]],
