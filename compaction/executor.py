@@ -298,7 +298,7 @@ def settle_queued_runs(ledger: Ledger, table_ref: str, catalog: str, *, grace_s:
     import datetime as _dt
 
     from compaction.core.plan import CompactionPlan
-    from compaction.runner import finish_recorded_run, record_group_result
+    from compaction.runner import record_run
 
     now = now or _dt.datetime.now(_dt.timezone.utc)
     settled = []
@@ -312,34 +312,23 @@ def settle_queued_runs(ledger: Ledger, table_ref: str, catalog: str, *, grace_s:
         if existing is None or existing.status.is_terminal:
             continue
         plan = CompactionPlan.from_json(items[0].plan_json)
-        by_group = results_by_group(items)
-        outcomes: list[Any] = []
-        errors: list[str] = []
-        codes: list[int] = []
-        for gid in sorted(by_group):
-            result, error = by_group[gid]
-            recorded = record_group_result(ledger, run.run_id, plan, gid, None if result is None else dict(result),
-                                           error, items[0].validation, progress=progress)
-            outcomes.extend(recorded.outcomes)
-            if recorded.error is not None:
-                errors.append(recorded.error)
-                codes.append(recorded.exit_code)
-        status, _ = finish_recorded_run(ledger, run.run_id, outcomes, errors, codes)
+        status = record_run(ledger, run.run_id, plan, group_results(items, [g.group_id for g in plan.groups]),
+                            items[0].validation, progress=progress).status
         progress(f"run {run.run_id}: its waiter is gone; recorded from its work items: {status.value}")
         settled.append(run.run_id)
     return settled
 
 
-def results_by_group(items: Iterable[Any]) -> dict[int, tuple[Mapping[str, Any] | None, str | None]]:
-    """group id -> (result or checkpoint, error) of terminal work items, as ``record_group_result`` takes them."""
-    out: dict[int, tuple[Mapping[str, Any] | None, str | None]] = {}
+def group_results(items: Iterable[Any], group_ids: Iterable[int]) -> list[tuple[int, dict[str, Any] | None, str | None]]:
+    """(group, result or checkpoint, error) of every group in ``group_ids`` from terminal work items, as
+    :func:`compaction.runner.record_run` takes them; a group no item reports has no result and says so."""
+    found: dict[int, tuple[dict[str, Any] | None, str | None]] = {}
     for item in items:
         for gid in item.group_ids:
             result = item.result_of(gid)
-            error = None
-            if item.status is not WorkStatus.DONE:
-                error = item.error or f"work item {item.item_id} {item.status.value}"
-            elif result is not None and result.get("error"):
-                error = None  # the job's own error is in its result
-            out[gid] = (result, error)
-    return out
+            # A done item's groups carry their own error in their result; an item that did not finish says why.
+            error = None if item.status is WorkStatus.DONE else (item.error or f"work item {item.item_id} "
+                                                                               f"{item.status.value}")
+            found[gid] = (None if result is None else dict(result), error)
+    return [(gid, *found.get(gid, (None, f"job group {gid} has no result in the work queue (see "
+                                        "`icecompact executor status`)"))) for gid in group_ids]

@@ -10,7 +10,7 @@ import datetime as _dt
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from compaction import settings
 from compaction.catalog import CatalogConfig
@@ -217,7 +217,6 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
                 out.append((gid, result, error or partial))
         return out
 
-    exit_codes: list[int] = []
     group_ids = [g.group_id for g in compaction_plan.groups]
     together = len(group_ids) > 1 and (workers == 1 or is_local_master(spark_settings.master))
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -227,15 +226,10 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
                                          timeout_s=timeout_s)
         else:
             outcomes = submit_together(group_ids) if together else pool.map(submit, group_ids)
-        for group_id, result, error in outcomes:
-            recorded = record_group_result(ledger, report.run_id, compaction_plan, group_id, result, error,
-                                           validation, progress=progress)
-            report.outcomes.extend(recorded.outcomes)
-            if recorded.error is not None:
-                report.errors.append(recorded.error)
-                exit_codes.append(recorded.exit_code)
-    status, exit_code = finish_recorded_run(ledger, report.run_id, report.outcomes, report.errors, exit_codes)
-    report.status, report.exit_code = status, exit_code
+        recorded = record_run(ledger, report.run_id, compaction_plan, outcomes, validation, progress=progress)
+    report.outcomes.extend(recorded.outcomes)
+    report.errors.extend(recorded.errors)
+    report.status, report.exit_code = recorded.status, recorded.exit_code
     return report
 
 
@@ -245,7 +239,7 @@ def run_resident(catalog: CatalogConfig, compaction_plan: CompactionPlan, run_id
                  ) -> list[tuple[int, dict[str, Any] | None, str | None]]:
     """Queue the plan's groups as one work item (one rewrite action, as ``submit_together``) for the catalog's
     resident executor, start one when none is alive, wait; (group, result, error) per group."""
-    from compaction.executor import ensure_executor, results_by_group, wait_for_work
+    from compaction.executor import ensure_executor, group_results, wait_for_work
 
     group_ids = [g.group_id for g in compaction_plan.groups]
     item = ledger.enqueue_work(compaction_plan.to_json(), plan_id=compaction_plan.plan_id,
@@ -260,12 +254,7 @@ def run_resident(catalog: CatalogConfig, compaction_plan: CompactionPlan, run_id
 
     keep_alive()
     items = wait_for_work(ledger, [item.item_id], timeout_s=timeout_s, keep_alive=keep_alive, progress=progress)
-    by_group = results_by_group(items)
-    out: list[tuple[int, dict[str, Any] | None, str | None]] = []
-    for gid in group_ids:
-        result, error = by_group.get(gid, (None, f"work item {item.item_id} has no result for group {gid}"))
-        out.append((gid, None if result is None else dict(result), error))
-    return out
+    return group_results(items, group_ids)
 
 
 def check_unchecked_snapshots(catalog: CatalogConfig, identity: TableIdentity, table: Any, ledger: Ledger, *,
@@ -380,6 +369,36 @@ def _recorded_line(outcome: PartitionOutcome) -> str:
     return (f"  {outcome.partition_label}: {outcome.status.value} (recorded) "
             f"[validation {validation_label(outcome.validation_level, outcome.validation_result)}]"
             + (f": {detail[:500]}" if detail else ""))
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """What :func:`record_run` recorded: the run's status and exit code, its outcomes and group errors."""
+
+    status: RunStatus
+    exit_code: int
+    outcomes: tuple[PartitionOutcome, ...]
+    errors: tuple[str, ...]
+
+
+def record_run(ledger: Ledger, run_id: str, compaction_plan: CompactionPlan,
+               group_results: Iterable[tuple[int, Mapping[str, Any] | None, str | None]], validation: str, *,
+               progress: Callable[[str], None] = lambda _m: None) -> RecordedRun:
+    """Record every group's (result, error) with :func:`record_group_result`, then finish the run
+    (:func:`finish_recorded_run`). Used by ``icecompact run``, the DAG's record task and the settling of runs whose
+    waiter died."""
+    outcomes: list[PartitionOutcome] = []
+    errors: list[str] = []
+    exit_codes: list[int] = []
+    for group_id, result, error in group_results:
+        recorded = record_group_result(ledger, run_id, compaction_plan, int(group_id), result, error, validation,
+                                       progress=progress)
+        outcomes.extend(recorded.outcomes)
+        if recorded.error is not None:
+            errors.append(recorded.error)
+            exit_codes.append(recorded.exit_code)
+    status, exit_code = finish_recorded_run(ledger, run_id, outcomes, errors, exit_codes)
+    return RecordedRun(status, exit_code, tuple(outcomes), tuple(errors))
 
 
 def finish_recorded_run(ledger: Ledger, run_id: str, outcomes: Sequence[PartitionOutcome], errors: Sequence[str],

@@ -230,10 +230,9 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
     params = parse_params(raw_params)
     from compaction.core.errors import RewriteJobError
     from compaction.core.plan import CompactionPlan
-    from compaction.executor import results_by_group
+    from compaction.executor import group_results
     from compaction.ledger import Ledger
-    from compaction.runner import finish_recorded_run, record_group_result
-    from compaction.spark.submit import read_group_result
+    from compaction.runner import record_run
 
     records: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -250,29 +249,11 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
                     failures.append(f"{p['table']} (run {run_id}): {existing.status.value} (recorded before)")
                 continue
             compaction_plan = CompactionPlan.from_json(Path(p["plan_path"]).read_text())
-            outcomes: list[Any] = []
-            errors: list[str] = []
-            exit_codes: list[int] = []
-            queued = results_by_group(ledger.work_items(run_id=run_id))  # the resident path's results
-            for group_id in p["groups"]:
-                if queued:
-                    result, error = queued.get(int(group_id), (None, None))
-                    result = None if result is None else dict(result)
-                    if result is None:
-                        error = error or (f"job group {group_id} has no result in the work queue (see the "
-                                          "compact_resident task log and `icecompact executor status`)")
-                else:
-                    result, error = read_group_result(result_path(p["plan_path"], group_id))
-                if result is None and not queued:
-                    error = (f"job group {group_id} wrote no result (spark-submit failed or was killed: see the "
-                             "compact task log)")
-                recorded = record_group_result(ledger, run_id, compaction_plan, int(group_id), result, error,
-                                               params.validation, progress=echo)
-                outcomes.extend(recorded.outcomes)
-                if recorded.error is not None:
-                    errors.append(recorded.error)
-                    exit_codes.append(recorded.exit_code)
-            status, exit_code = finish_recorded_run(ledger, run_id, outcomes, errors, exit_codes)
+            items = ledger.work_items(run_id=run_id)  # the resident path's results are in the queue
+            results = (group_results(items, [int(g) for g in p["groups"]]) if items
+                       else [_result_file(p["plan_path"], int(g)) for g in p["groups"]])
+            recorded = record_run(ledger, run_id, compaction_plan, results, params.validation, progress=echo)
+            status, exit_code, errors = recorded.status, recorded.exit_code, recorded.errors
             echo(f"{p['table']}: run {run_id} {status.value} (exit code {exit_code})")
             records.append({"table": p["table"], "run_id": run_id, "status": status.value, "exit_code": exit_code})
             if exit_code:
@@ -280,6 +261,17 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
     if failures:
         raise RewriteJobError("compaction failed for " + " | ".join(failures))
     return records
+
+
+def _result_file(plan_path: str, group_id: int) -> tuple[int, dict[str, Any] | None, str | None]:
+    """(group, result, error) from a spark-submit job's result file (or its checkpoint)."""
+    from compaction.spark.submit import read_group_result
+
+    result, error = read_group_result(result_path(plan_path, group_id))
+    if result is None:
+        error = (f"job group {group_id} wrote no result (spark-submit failed or was killed: see the compact task "
+                 "log)")
+    return group_id, result, error
 
 
 # ------------------------------------------------------------------------------------------------ summary
