@@ -19,6 +19,7 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.inspect import inspect_table
 from compaction.spark.job import COMMITTED, run_group
+from compaction.spark.jvm import activate
 from compaction.spark.validation import ValidationLevel, classify_java_error
 from compaction.testing.oracle import read_table
 from compaction.testing.workload import WorkloadSpec, generate
@@ -71,7 +72,13 @@ def _own_postgres_catalog(spark, cluster, tmp_path: Path, prefix: str) -> Catalo
     return catalog
 
 
-def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("first_use", [False, True], ids=["catalog-loaded", "catalog-first-used-in-the-job"])
+def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                 first_use: bool) -> None:
+    """first_use: the job's process initialises the catalog while its database is down (a spark-submit job started
+    during the outage). Spark's resolution swallows that failure and reports "spark_catalog requires a single-part
+    namespace" (found by the soak); the job must see the outage and wait."""
+    from compaction.spark.session import register_catalog
     from compaction.testing.postgres import start_cluster
 
     cluster = start_cluster()
@@ -85,6 +92,12 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
         assert the_plan.groups
 
         cluster.stop_server()  # down when the job starts; back once the job says it waits for it
+        job_spark = spark
+        if first_use:
+            # A session of its own has its own catalog manager, which never initialised this catalog.
+            job_spark = spark.newSession()
+            register_catalog(job_spark, catalog)
+            job_spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
         restarted = threading.Event()
         messages: list[str] = []
         restarting: list[threading.Thread] = []
@@ -100,7 +113,7 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
                 restarting.append(threading.Thread(target=restart, daemon=True))
                 restarting[0].start()
 
-        results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=progress)
+        results = [run_group(job_spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=progress)
                    for g in the_plan.groups]
         assert restarted.is_set()
         outcomes = [p for r in results for p in r.partitions]
@@ -111,6 +124,7 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
         assert after.rows == before.rows
         assert after.snapshot_id != before.snapshot_id
     finally:
+        activate(spark)
         cluster.stop()
 
 

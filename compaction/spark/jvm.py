@@ -76,7 +76,25 @@ def load_table(spark: SparkSession, identifier: str) -> JavaObject:
     This is the instance of Spark's (caching) catalog, so commits made through it are seen by Spark's next query.
     Call ``refresh()`` on it before reading metadata if someone else may have committed.
     """
-    return jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, identifier)
+    try:
+        return jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, identifier)
+    except Exception:
+        _raise_catalog_load_error(spark, identifier.split(".", 1)[0])
+        raise
+
+
+def _raise_catalog_load_error(spark: SparkSession, catalog_name: str) -> None:
+    """Raise the real reason a configured catalog could not be loaded, if it is one.
+
+    ``Spark3Util.catalogAndIdentifier`` swallows any exception of ``CatalogManager.catalog(name)`` and then resolves
+    ``cat.ns.t`` against the session catalog, so a catalog whose initialisation failed (its JDBC database briefly
+    down) surfaces as "spark_catalog requires a single-part namespace": a permanent-looking error for a transient
+    cause. Loading the catalog again here raises that cause, which the callers classify (and wait on when the
+    catalog is unavailable). Spark caches a catalog only once it initialised, so this retries the initialisation."""
+    jss = spark._jsparkSession
+    if not jss.conf().contains(f"spark.sql.catalog.{catalog_name}"):
+        return
+    jss.sessionState().catalogManager().catalog(catalog_name)
 
 
 def int_array(spark: SparkSession, values: Sequence[int]) -> JavaObject:
