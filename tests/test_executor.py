@@ -149,3 +149,86 @@ def test_executor_killed_mid_group_is_restarted_and_the_group_run_again(spark, s
     (record,) = ledger.executors()
     assert record.executor_id == started and record.generation == 2  # the supervisor started a fresh one
 
+
+
+@pytest.mark.parametrize("master", ["local", "standalone"])
+def test_two_executors_share_the_queue_of_a_postgresql_ledger(spark, postgres_catalog: CatalogConfig,
+                                                              postgres_cluster, tmp_path: Path, master: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Two resident executors of one catalog (the second started with --another) claim the work items of four
+    tables, queued at once, from one PostgreSQL ledger: every item runs exactly once (one attempt, claimed by one of
+    the two), none is lost, every group is counted once by the executors, every table compacted. On a standalone
+    master each application gets one core of the worker's two (spark.cores.max)."""
+    import subprocess
+    import sys
+
+    from compaction.executor import option_args, write_catalog_file
+    from compaction.testing.standalone import start_cluster
+
+    cluster = start_cluster(tmp_path / "spark-standalone", cores=2, memory="1500m") if master == "standalone" else None
+    master_args = ["--master", "local[1]"] if cluster is None else [
+        "--master", cluster.master_url, "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=600m"]
+
+    url = str(postgres_cluster.sqlalchemy_uri(postgres_cluster.create_database()))
+    monkeypatch.setenv("ICECOMPACT_LEDGER_URL", url)
+    monkeypatch.setenv("ICECOMPACT_HOME", str(tmp_path / "home"))
+    tables = [f"two.t{i}" for i in range(4)]
+    workloads = [generate(spark, postgres_catalog, t, WorkloadSpec(seed=40 + i, partitioning="days_ts", commits=2))
+                 for i, t in enumerate(tables)]
+    supervisors: list[subprocess.Popen[bytes]] = []
+    logs = [tmp_path / f"executor{n}.log" for n in range(2)]
+
+    def log_tails() -> str:
+        return "\n".join(f"--- {p.name}\n" + (p.read_text(errors="replace")[-3000:] if p.exists() else "(none)")
+                         for p in logs)
+
+    try:
+        with Ledger.open(url) as ledger:
+            for n in range(2):
+                private = tmp_path / f"private{n}"
+                private.mkdir(mode=0o700)
+                argv = [sys.executable, "-m", "compaction.cli", "executor", "run", "--catalog-file",
+                        str(write_catalog_file(postgres_catalog, private)), *master_args,
+                        *(["--another"] if n else []), *option_args(FAST)]
+                with open(logs[n], "wb") as log:
+                    supervisors.append(subprocess.Popen(argv, start_new_session=True, stdout=log,
+                                                        stderr=subprocess.STDOUT))
+                _wait(lambda: len(ledger.executors(catalog=postgres_catalog.name)) == n + 1, 120,
+                      f"executor {n + 1} registered\n{log_tails()}")
+            reports = {}
+
+            def run(table: str) -> None:
+                reports[table] = run_table(postgres_catalog, table, mode=CompactionMode.MAJOR, executor="resident",
+                                           timeout_s=600)
+
+            threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in tables]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(660)
+            assert len(reports) == len(tables), f"runs not finished: {sorted(set(tables) - set(reports))}\n" \
+                                                f"{log_tails()}"
+            items = [i for r in reports.values() for i in ledger.work_items(run_id=r.run_id)]
+            executors = ledger.executors(catalog=postgres_catalog.name)
+        assert all(r.status is RunStatus.SUCCEEDED for r in reports.values()), \
+            ({t: (r.status, r.errors) for t, r in reports.items()}, log_tails())
+        ids = {e.executor_id for e in executors}
+        assert {e.master for e in executors} == {"local[1]" if cluster is None else cluster.master_url}, executors
+        assert len(ids) == 2, executors
+        assert len(items) == len(tables) and all(i.status is WorkStatus.DONE and i.attempts == 1
+                                                 and i.executor_id in ids for i in items), items
+        assert sum(e.groups_run for e in executors) == sum(len(i.group_ids) for i in items), (executors, items)
+        for workload in workloads:
+            after = read_table(postgres_catalog.load().load_table(workload.identifier))
+            assert after.rows == workload.expected_rows and not after.applicable_deletes
+    finally:
+        for proc in supervisors:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in supervisors:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:  # never leave one behind
+                os.killpg(proc.pid, signal.SIGKILL)
+        if cluster is not None:
+            cluster.stop()

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import multiprocessing
+import os
 import queue
 import socket
 import sqlite3
@@ -238,6 +239,43 @@ def test_unknown_newer_revision_and_no_upgrade(url: str) -> None:
         engine.dispose()
     with pytest.raises(LedgerError, match="newer version"):
         Ledger.open(url)
+
+
+def test_the_schema_is_checked_from_the_py_files_zip(tmp_path: Path) -> None:
+    """A Spark application on a cluster master (the resident executor) imports this package from the --py-files
+    zip, from which Alembic cannot read its scripts: the schema check still knows the head, refuses a schema that
+    is behind, and accepts one at head (found on a standalone master: every executor generation crashed)."""
+    import subprocess
+    import sys
+
+    from compaction.ledger.engine import _script_revisions
+    from compaction.spark.submit import build_py_files
+
+    archive = build_py_files(tmp_path / "cache")
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    probe = (
+        "import sys, compaction\n"
+        "from compaction.ledger import Ledger\n"
+        "from compaction.ledger.engine import _script_revisions\n"
+        "assert '.zip' in compaction.__file__, compaction.__file__\n"
+        "heads, known = _script_revisions()\n"
+        "print(','.join(sorted(heads)), ','.join(sorted(known)))\n"
+        "try:\n"
+        "    Ledger.open(sys.argv[1], upgrade=False).close()\n"
+        "    print('opened')\n"
+        "except Exception as e:\n"
+        "    print('refused', type(e).__name__)\n")
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(archive)}, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    heads, known = _script_revisions()
+    assert run() == [",".join(sorted(heads)), ",".join(sorted(known)), "refused", "LedgerError"]  # empty database
+    Ledger.open(url).close()  # migrated by the installed package, as the executor's supervisor does
+    assert run()[2:] == ["opened"]
 
 
 # --------------------------------------------------------------------------------------------------------------

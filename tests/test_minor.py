@@ -309,6 +309,61 @@ def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validate
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch, format_version: int) -> None:
+    """A writer's DELETE (a position delete, or on v3 a DV) lands in two partitions between the group's read and its
+    commit: their positions are stale (a second DV for one data file is invalid on v3), so the group commits the other
+    two and reads the two again in one Spark job and one commit, not one partition at a time. Rows:
+    exactly the writer's model."""
+    from compaction.spark import job as job_module
+
+    workload = generate(spark, sqlite_catalog, "cdc.stale", WorkloadSpec(
+        seed=43, format_version=format_version, partitioning="days_ts", days_span=4, commits=3,
+        rows_per_commit=40, evolve_spec=False, use_equality_deletes=True, eq_delete_fraction=0.7))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    by_day: dict[object, tuple] = {}
+    for row in sorted(before.rows, key=repr):
+        by_day.setdefault(row[2].date(), row)
+    assert len(by_day) == 4, by_day
+    victims = [by_day[day] for day in sorted(by_day)[:2]]
+    expected = Counter(before.rows)
+    for row in victims:
+        del expected[row]
+    original = job_module._prepare_minor_group
+    reads: list[int] = []
+
+    def racing_prepare(spark_, plan_, tasks, progress):  # type: ignore[no-untyped-def]
+        prepared = original(spark_, plan_, tasks, progress)
+        reads.append(len(prepared))
+        if len(reads) == 1:
+            ids = ", ".join(str(int(row[0])) for row in victims)
+            spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
+        return prepared
+
+    monkeypatch.setattr(job_module, "_prepare_minor_group", racing_prepare)
+    state = inspect_table(sqlite_catalog, "cdc.stale")
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, NO_FRAGMENTS), CompactionMode.MINOR, NOW)
+    assert len(compaction_plan.groups) == 1 and len(compaction_plan.groups[0].tasks) == 4, compaction_plan.groups
+    lines: list[str] = []
+    (result,) = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT, progress=lines.append)
+                 for g in compaction_plan.groups]
+    parts = result.partitions
+    assert [p.status for p in parts] == [COMMITTED] * 4, [(p.label, p.status, p.error) for p in parts]
+    assert reads == [4, 2], (reads, lines)  # the group read, then the two stale partitions read again together
+    assert any("changed since the group read" in line for line in lines), lines
+    stale = [p for p in parts if p.label in {f"spec=0/ts_day={(day - dt.date(1970, 1, 1)).days}"
+                                              for day in sorted(by_day)[:2]}]
+    fresh = [p for p in parts if p not in stale]
+    assert len(stale) == 2 and len({p.commit_snapshot_ids[-1] for p in stale}) == 1, [
+        (p.label, p.commit_snapshot_ids) for p in parts]
+    assert len({p.commit_snapshot_ids[-1] for p in fresh}) == 1 != len({p.commit_snapshot_ids[-1] for p in parts})
+    after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    assert after.rows == expected, "rows lost or resurrected"
+    assert spark_rows(spark, workload.table) == expected
+    assert not any(d.delete_kind == "equality" for d in after.delete_files)
+
+
 @pytest.mark.parametrize("group_commit", [True, False])
 def test_a_post_commit_check_failure_undoes_the_minor_commit(spark, sqlite_catalog: CatalogConfig, monkeypatch,  # type: ignore[no-untyped-def]
                                                               group_commit: bool) -> None:

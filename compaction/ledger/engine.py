@@ -115,6 +115,8 @@ def alembic_config(url: str | URL | None = None, connection: Connection | None =
 @functools.lru_cache(maxsize=1)
 def _script_revisions() -> tuple[frozenset[str], frozenset[str]]:
     """(head revisions, all known revisions) of the packaged migration scripts."""
+    if not MIGRATIONS_DIR.is_dir():
+        return _zipped_script_revisions()
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
@@ -123,3 +125,23 @@ def _script_revisions() -> tuple[frozenset[str], frozenset[str]]:
     cfg.set_main_option("path_separator", "os")
     script = ScriptDirectory.from_config(cfg)
     return frozenset(script.get_heads()), frozenset(rev.revision for rev in script.walk_revisions())
+
+
+def _zipped_script_revisions() -> tuple[frozenset[str], frozenset[str]]:
+    """The same, when this package was imported from the ``--py-files`` zip a Spark application on a cluster master
+    runs from (the resident executor opens the ledger): Alembic reads scripts from a directory only, so the version
+    modules are imported and their ``revision`` / ``down_revision`` read. Such a process can check the schema but
+    not migrate it (its supervisor, running from the installed package, did)."""
+    import importlib
+    import pkgutil
+
+    from compaction.migrations import versions
+
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for module in pkgutil.iter_modules(versions.__path__):
+        script = importlib.import_module(f"{versions.__name__}.{module.name}")
+        revisions.add(str(script.revision))
+        down = script.down_revision
+        parents.update([] if down is None else [down] if isinstance(down, str) else [str(d) for d in down])
+    return frozenset(revisions - parents), frozenset(revisions)

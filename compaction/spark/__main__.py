@@ -108,7 +108,9 @@ def _serve(args: argparse.Namespace) -> int:
         from compaction.spark.executor import serve
 
         spark = SparkSession.builder.getOrCreate()
-        with Ledger.open() as ledger:
+        # Its supervisor (the installed package) migrated the schema; on a cluster master this runs from the
+        # --py-files zip, from which Alembic cannot migrate.
+        with Ledger.open(upgrade=False) as ledger:
             code, reason = serve(spark, ledger, args.executor_id, args.catalog, options=options,
                                  generation=args.generation, progress=lambda m: print(m, file=sys.stderr, flush=True))
     except CompactionError as e:

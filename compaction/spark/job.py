@@ -782,6 +782,10 @@ def _undo(spark: Any, table: Any, commits: list[int]) -> str:
     return ROLLED_BACK
 
 
+#: How many times a job group's MINOR partitions are read and committed together before the partitions still left
+#: (stale positions, a conflicting commit) go one by one: a second round costs one Spark job for all of them.
+MINOR_GROUP_ROUNDS_DEFAULT = 2
+
 #: Commit the MAJOR partitions of a job group together (one Iceberg rewrite action), and its MINOR partitions
 #: together (one RowDelta), rather than one commit per partition.
 GROUP_COMMIT_DEFAULT = True
@@ -1244,13 +1248,27 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
             save_progress()
         pending = [t for t in tasks if t.partition not in settled]
         prepared = _prepare_minor_group(spark, plan, pending, progress)
-        if group_commit:
+        for group_round in range(MINOR_GROUP_ROUNDS_DEFAULT if group_commit else 0):
             done, seen = _run_minor_group(spark, plan, pending, level=level, progress=progress, group=group,
                                           prepared=prepared)
+            for key, part in done.items():
+                if key in conflicts:  # the group commit of the round before conflicted: this is its retry
+                    part.conflicts = conflicts[key] + part.conflicts
+                    part.attempts += len(conflicts.pop(key))
             settled.update({k: _combine(rewrites.get(k), r) for k, r in done.items()})
-            conflicts.update(seen)
+            for key, seen_conflicts in seen.items():
+                conflicts[key] = conflicts.get(key, []) + seen_conflicts
             announce_final()
             save_progress()
+            # Left out although the group read covered them: a writer's position delete or DV since that read made
+            # their positions stale, or the group commit conflicted before landing. Read them again as a group (one
+            # Spark job) rather than one partition at a time.
+            left = [t for t in pending if t.partition not in settled and t.partition in prepared]
+            if group_round + 1 == MINOR_GROUP_ROUNDS_DEFAULT or len(left) < 2:
+                break
+            _emit(progress, f"icecompact: MINOR {len(left)} partitions changed since the group read: reading again")
+            pending = left
+            prepared = {**prepared, **_prepare_minor_group(spark, plan, pending, progress)}
         for task in tasks:
             if task.partition in settled:
                 reported.append(settled[task.partition])
@@ -1259,7 +1277,7 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
                             progress=progress, prepared=prepared.get(task.partition), group=group)
             if task.partition in conflicts:
                 part.conflicts = conflicts[task.partition] + part.conflicts
-                part.attempts += 1
+                part.attempts += len(conflicts[task.partition])
             settled[task.partition] = _combine(rewrites.get(task.partition), part)
             reported.append(settled[task.partition])
             announce_final()
