@@ -364,6 +364,52 @@ def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # t
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
+def test_a_group_fragment_merge_refused_by_a_writers_delete_is_planned_again(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:
+    """The group's fragment merge (one Iceberg action) is refused because a writer's DELETE added a position delete
+    to a file it replaces (seen in the soak: "found new position delete for replaced data file"). The merge is
+    planned again from the new snapshot, as a group; no partition is reported compacted with its fragments left
+    (the conversion alone used to be committed, and a partition's fragments piled up run after run)."""
+    from compaction.core.errors import CommitConflictError
+    from compaction.spark import job as job_module
+
+    workload = generate(spark, sqlite_catalog, "cdc.refused", WorkloadSpec(
+        seed=44, partitioning="days_ts", days_span=3, commits=4, rows_per_commit=40, evolve_spec=False,
+        use_equality_deletes=True, eq_delete_fraction=0.7))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    victims = sorted(before.rows, key=repr)[:3]
+    expected = Counter(before.rows)
+    for row in victims:
+        del expected[row]
+    original = job_module.rewrite_partition
+    calls: list[str] = []
+
+    def refused_once(spark_, table, expression, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append("rewrite")
+        if len(calls) == 1:  # the writer's DELETE lands while the action runs; Iceberg refuses its commit
+            ids = ", ".join(str(int(row[0])) for row in victims)
+            spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
+            raise CommitConflictError("Cannot commit, found new position delete for replaced data file")
+        return original(spark_, table, expression, **kwargs)
+
+    monkeypatch.setattr(job_module, "rewrite_partition", refused_once)
+    state = inspect_table(sqlite_catalog, "cdc.refused")
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
+    (group,) = compaction_plan.groups
+    assert len(group.tasks) == 3, group
+    lines: list[str] = []
+    result = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT, progress=lines.append)
+    parts = result.partitions
+    assert [p.status for p in parts] == [COMMITTED] * 3, [(p.label, p.status, p.error) for p in parts]
+    assert calls == ["rewrite", "rewrite"], (calls, lines)  # refused, then once more as a group
+    for p in parts:  # every partition's fragments merged, and the refused attempt on its record
+        assert p.after["data_files"] < p.before["data_files"], (p.label, p.before, p.after)
+        assert p.attempts == 2 and len(p.conflicts) == 1, (p.label, p.attempts, p.conflicts)
+    after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    assert after.rows == expected, "rows lost or resurrected"
+    assert not any(d.delete_kind == "equality" for d in after.delete_files)
+
+
 @pytest.mark.parametrize("group_commit", [True, False])
 def test_a_post_commit_check_failure_undoes_the_minor_commit(spark, sqlite_catalog: CatalogConfig, monkeypatch,  # type: ignore[no-untyped-def]
                                                               group_commit: bool) -> None:

@@ -782,6 +782,10 @@ def _undo(spark: Any, table: Any, commits: list[int]) -> str:
     return ROLLED_BACK
 
 
+#: How many times a job group's selective file rewrite (one Iceberg action) is tried when a writer's position delete
+#: or DV on a replaced file made Iceberg refuse it, before its partitions go one by one.
+GROUP_REWRITE_ROUNDS_DEFAULT = 2
+
 #: How many times a job group's MINOR partitions are read and committed together before the partitions still left
 #: (stale positions, a conflicting commit) go one by one: a second round costs one Spark job for all of them.
 MINOR_GROUP_ROUNDS_DEFAULT = 2
@@ -1239,14 +1243,27 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
             conflicts.update(seen)
             for kind in ("minor", "major"):
                 # Not the tasks the full rewrite settled (an unpartitioned spec's full MAJOR covers every MAJOR).
-                done, seen = _run_major_group(spark, plan, [t for t in tasks if t.partition not in settled],
-                                              level=level, progress=progress, group=group, selective=kind)
-                for key, part in done.items():
-                    (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
-                conflicts.update(seen)
+                candidates = [t for t in tasks if t.partition not in settled]
+                for _ in range(GROUP_REWRITE_ROUNDS_DEFAULT):
+                    done, seen = _run_major_group(spark, plan, candidates, level=level, progress=progress,
+                                                  group=group, selective=kind)
+                    for key, part in done.items():
+                        (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
+                    for key, seen_conflicts in seen.items():
+                        conflicts[key] = conflicts.get(key, []) + seen_conflicts
+                    # A writer's DELETE / MERGE added a position delete or DV to a file the rewrite replaces
+                    # (Iceberg refuses the commit): plan the rewrite again from the new snapshot, as a group.
+                    candidates = [t for t in candidates if t.partition in seen]
+                    if not candidates:
+                        break
             announce_final()
             save_progress()
         pending = [t for t in tasks if t.partition not in settled]
+        if group_commit:
+            # The group conversion is only the second half of a selective task: a partition whose file rewrite did
+            # not run as a group (it conflicted again, or was alone of its kind) does both halves on its own
+            # (run_task), or its fragments and delete-heavy files would stay while it is reported compacted.
+            pending = [t for t in pending if not _selective(t) or t.partition in rewrites]
         prepared = _prepare_minor_group(spark, plan, pending, progress)
         for group_round in range(MINOR_GROUP_ROUNDS_DEFAULT if group_commit else 0):
             done, seen = _run_minor_group(spark, plan, pending, level=level, progress=progress, group=group,

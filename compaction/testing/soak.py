@@ -880,6 +880,11 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
                 "conflicts": sum(o.conflicts for o in outcomes), "attempts": sum(o.attempts for o in outcomes),
                 "reasons": sorted({(o.reason or "")[:160] for o in outcomes if o.status is not OutcomeStatus.COMMITTED
                                    and o.status is not OutcomeStatus.NO_OP}),
+                # What each committed partition did to its files (why a partition's file count still grows).
+                "partitions": [{"label": o.partition_label, "kind": o.kind.value, "reason": (o.reason or "")[:200],
+                                "data_files": [o.data_files_before, o.data_files_after],
+                                "delete_files": [o.delete_files_before, o.delete_files_after]}
+                               for o in outcomes if o.status is OutcomeStatus.COMMITTED],
             })
             for o in outcomes:
                 if o.status is OutcomeStatus.COMMITTED and o.commit_snapshot_id is not None:
