@@ -128,9 +128,12 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
         cluster.stop()
 
 
-@pytest.mark.parametrize("partitions", [1, 3], ids=["one-partition", "group-commit"])
+@pytest.mark.parametrize(("partitions", "mode"), [(1, CompactionMode.MAJOR), (3, CompactionMode.MAJOR),
+                                                  (3, CompactionMode.MINOR)],
+                         ids=["one-partition", "group-commit", "minor-group-commit"])
 def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                                                     monkeypatch, partitions: int) -> None:
+                                                                     monkeypatch, partitions: int,
+                                                                     mode: CompactionMode) -> None:
     """Found by the soak: PostgreSQL restarting right after our commit failed the partition with its snapshot on
     main and no validated outcome (and a group commit's undo, unable to reach the catalog, crashed the job). Now the
     job waits for the catalog and validates what it committed: one partition (run_task) and a group commit."""
@@ -140,19 +143,24 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
     cluster = start_cluster()
     try:
         catalog = _own_postgres_catalog(spark, cluster, tmp_path, "pgv")
-        workload = generate(spark, catalog, "cdc.v", WorkloadSpec(seed=43, commits=3, rows_per_commit=40))
+        # MINOR: the group's conversion commit (no fragment merge before it, so that is the commit checked).
+        workload = generate(spark, catalog, "cdc.v", WorkloadSpec(
+            seed=43, commits=3, rows_per_commit=40,
+            **({} if mode is CompactionMode.MAJOR else {"partitioning": "days_ts", "days_span": 3,
+                                                       "use_equality_deletes": True, "eq_delete_fraction": 0.7})))
         before = read_table(catalog.load().load_table(workload.identifier))
         state = inspect_table(catalog, "cdc.v")
-        the_plan = plan(state, CompactionPolicy.resolve(state.properties, {"major_full_rewrite": True,
+        overrides = ({"major_full_rewrite": True} if mode is CompactionMode.MAJOR else {"fragment_ratio": 1 << 40})
+        the_plan = plan(state, CompactionPolicy.resolve(state.properties, {**overrides,
                                                                            "max_partitions_per_run": partitions}),
-                        CompactionMode.MAJOR, NOW)
+                        mode, NOW)
         assert sum(len(g.tasks) for g in the_plan.groups) == partitions
 
         real_validate = job._validate
         restarts: list[threading.Timer] = []
 
         def validate_during_an_outage(*args, **kwargs):  # type: ignore[no-untyped-def]
-            if not restarts:  # the first validation: the commit is on main, the catalog goes down now
+            if not restarts and args[5]:  # the first check of a commit: it is on main, the catalog goes down now
                 cluster.stop_server()
                 restarts.append(threading.Timer(6, cluster.start_server))
                 restarts[0].start()

@@ -1008,29 +1008,48 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                     f"{sum(len(c.work.equality) for _, c, _ in active)} equality / "
                     f"{sum(len(c.work.positional) for _, c, _ in active)} position delete files to replace")
     commits: list[int] = []
-    fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commit
-    try:
-        outcomes = commit_changes(spark, table, [c for _, c, _ in active], _any_of(spark, [c.expression for _, c, _ in active]),
-                                  base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
-        _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active])
-        for (task, change, result), outcome in zip(active, outcomes):
-            _take_outcome(result, [], outcome)
-            if not _single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
-                result.after = _own_counts_at(spark, table, change.expression, task.partition,
-                                              int(result.commit_snapshot_ids[-1]))
-            _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level, None,
-                      change.expression, result, fingerprints=fingerprints, group=group, own_rows=True)
-            result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
-    except Exception as e:
-        err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MINOR of {len(active)} partitions")
-        if not commits:  # nothing landed: each partition tries on its own
-            _emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
-            return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
-                err, [t.partition for t, _, _ in active])
-        # Committed, then something failed: never keep it silently.
-        _undo_group(spark, table, commits, [r for _, _, r in active], err)
-    finally:
-        fingerprints.close()
+    outcomes: list[Any] | None = None
+    unavailable_since: float | None = None
+    while True:
+        fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commit
+        try:
+            if outcomes is None:
+                outcomes = commit_changes(spark, table, [c for _, c, _ in active],
+                                          _any_of(spark, [c.expression for _, c, _ in active]),
+                                          base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
+            else:
+                table.refresh()
+            _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active])
+            for (task, change, result), outcome in zip(active, outcomes):
+                _take_outcome(result, [], outcome)
+                if not _single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
+                    result.after = _own_counts_at(spark, table, change.expression, task.partition,
+                                                  int(result.commit_snapshot_ids[-1]))
+                _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
+                          None, change.expression, result, fingerprints=fingerprints, group=group, own_rows=True)
+                result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
+            if unavailable_since is not None:
+                for _, _, result in active:
+                    note = "the catalog was unavailable after the commit; validated once it answered"
+                    result.reason = f"{result.reason}; {note}" if result.reason else note
+            break
+        except Exception as e:
+            err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MINOR of {len(active)} partitions")
+            if not commits:  # nothing landed: each partition tries on its own
+                _emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
+                return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
+                    err, [t.partition for t, _, _ in active])
+            if isinstance(err, CatalogUnavailableError):
+                # The commit is on main and the catalog went away: neither checking nor undoing it can happen
+                # before it answers. The checks are reads: wait, then check again (as the MAJOR group does).
+                unavailable_since = _wait_for_catalog(err, unavailable_since, progress)
+                if unavailable_since is not None:
+                    continue
+            # Committed, then something failed: never keep it silently.
+            _undo_group(spark, table, commits, [r for _, _, r in active], err)
+            break
+        finally:
+            fingerprints.close()
     _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
     return settled, {}
 
