@@ -918,32 +918,15 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                       fingerprints=fingerprints, group=group, own_rows=True)
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
 
-    unavailable_since: float | None = None
-    while True:
-        fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
-        try:
-            settle_started = time.monotonic()
-            settle(fingerprints)
-            _emit(progress, f"icecompact: {what} {len(active)} partitions: "
-                            f"{'' if selective else 'dangling-delete cleanup and '}validation ({level.value}) in "
-                            f"{time.monotonic() - settle_started:.1f} s")
-            if unavailable_since is not None:
-                for *_, result in active:
-                    note = "the catalog was unavailable after the commit; validated once it answered"
-                    result.reason = f"{result.reason}; {note}" if result.reason else note
-            break
-        except Exception as e:  # committed, then something failed: never keep it silently
-            err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MAJOR of {len(active)} partitions")
-            if commits and isinstance(err, CatalogUnavailableError):
-                # The group's commit is on main and the catalog went away: neither checking nor undoing it can
-                # happen before it answers. The checks are reads: wait, then settle again (see run_task).
-                unavailable_since = _wait_for_catalog(err, unavailable_since, progress)
-                if unavailable_since is not None:
-                    continue
-            _undo_group(spark, table, commits, [r for _, _, _, r in active], err)
-            break
-        finally:
-            fingerprints.close()
+    def timed_settle(fingerprints: FingerprintCache) -> None:
+        settle_started = time.monotonic()
+        settle(fingerprints)
+        _emit(progress, f"icecompact: {what} {len(active)} partitions: "
+                        f"{'' if selective else 'dangling-delete cleanup and '}validation ({level.value}) in "
+                        f"{time.monotonic() - settle_started:.1f} s")
+
+    _check_group_commit(spark, table, ref, level, commits, [r for _, _, _, r in active],
+                        f"MAJOR of {len(active)} partitions", progress, timed_settle)
     _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
     return settled, {}
 
@@ -1008,48 +991,35 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                     f"{sum(len(c.work.equality) for _, c, _ in active)} equality / "
                     f"{sum(len(c.work.positional) for _, c, _ in active)} position delete files to replace")
     commits: list[int] = []
-    outcomes: list[Any] | None = None
-    unavailable_since: float | None = None
-    while True:
-        fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commit
-        try:
-            if outcomes is None:
-                outcomes = commit_changes(spark, table, [c for _, c, _ in active],
-                                          _any_of(spark, [c.expression for _, c, _ in active]),
-                                          base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
-            else:
-                table.refresh()
-            _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active])
-            for (task, change, result), outcome in zip(active, outcomes):
-                _take_outcome(result, [], outcome)
-                if not _single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
-                    result.after = _own_counts_at(spark, table, change.expression, task.partition,
-                                                  int(result.commit_snapshot_ids[-1]))
-                _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
-                          None, change.expression, result, fingerprints=fingerprints, group=group, own_rows=True)
-                result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
-            if unavailable_since is not None:
-                for _, _, result in active:
-                    note = "the catalog was unavailable after the commit; validated once it answered"
-                    result.reason = f"{result.reason}; {note}" if result.reason else note
-            break
-        except Exception as e:
-            err = e if isinstance(e, CompactionError) else classify_java_error(e, f"MINOR of {len(active)} partitions")
-            if not commits:  # nothing landed: each partition tries on its own
-                _emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
-                return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
-                    err, [t.partition for t, _, _ in active])
-            if isinstance(err, CatalogUnavailableError):
-                # The commit is on main and the catalog went away: neither checking nor undoing it can happen
-                # before it answers. The checks are reads: wait, then check again (as the MAJOR group does).
-                unavailable_since = _wait_for_catalog(err, unavailable_since, progress)
-                if unavailable_since is not None:
-                    continue
-            # Committed, then something failed: never keep it silently.
-            _undo_group(spark, table, commits, [r for _, _, r in active], err)
-            break
-        finally:
-            fingerprints.close()
+    what = f"MINOR of {len(active)} partitions"
+    outcomes: list[Any] = []
+    try:
+        outcomes = commit_changes(spark, table, [c for _, c, _ in active],
+                                  _any_of(spark, [c.expression for _, c, _ in active]),
+                                  base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
+    except Exception as e:
+        err = e if isinstance(e, CompactionError) else classify_java_error(e, what)
+        if not commits:  # nothing landed: each partition tries on its own
+            _emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
+            return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
+                err, [t.partition for t, _, _ in active])
+        # Committed, then something failed: never keep it silently.
+        _undo_group(spark, table, commits, [r for _, _, r in active], err)
+        _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
+        return settled, {}
+
+    def check(fingerprints: FingerprintCache) -> None:
+        _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active])
+        for (task, change, result), outcome in zip(active, outcomes):
+            _take_outcome(result, [], outcome)
+            if not _single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
+                result.after = _own_counts_at(spark, table, change.expression, task.partition,
+                                              int(result.commit_snapshot_ids[-1]))
+            _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
+                      None, change.expression, result, fingerprints=fingerprints, group=group, own_rows=True)
+            result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
+
+    _check_group_commit(spark, table, ref, level, commits, [r for _, _, r in active], what, progress, check)
     _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
     return settled, {}
 
@@ -1063,6 +1033,42 @@ def _read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: Validati
         read = [sid for sid in commits if not _compared_by_count(table, sid, level)]
         fingerprints.get_many([(sid, frozenset({k}), rows_predicate(spark, table, plan.table.catalog, {k}))
                                for sid in read for k in keys])
+
+
+def _add_conflicts(conflicts: dict[Any, list[dict[str, Any]]], seen: dict[Any, list[dict[str, Any]]]) -> None:
+    """Add a group round's conflicts to those of the rounds before (each one an attempt of its partition)."""
+    for key, entries in seen.items():
+        conflicts[key] = conflicts.get(key, []) + entries
+
+
+def _check_group_commit(spark: Any, table: Any, ref: str, level: ValidationLevel, commits: list[int],
+                        results: list[PartitionResult], what: str, progress: Callable[[str], None] | None,
+                        check: Callable[[FingerprintCache], None]) -> None:
+    """Run ``check`` of a group's commits (on main already). A catalog outage is waited out and the check run again:
+    neither checking nor undoing the commit can happen before the catalog answers, and the check only reads (see
+    run_task). Any other failure undoes the commits for every partition of the group: never kept silently."""
+    unavailable_since: float | None = None
+    while True:
+        fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
+        try:
+            if unavailable_since is not None:
+                table.refresh()
+            check(fingerprints)
+            if unavailable_since is not None:
+                for result in results:
+                    note = "the catalog was unavailable after the commit; validated once it answered"
+                    result.reason = f"{result.reason}; {note}" if result.reason else note
+            return
+        except Exception as e:
+            err = e if isinstance(e, CompactionError) else classify_java_error(e, what)
+            if commits and isinstance(err, CatalogUnavailableError):
+                unavailable_since = _wait_for_catalog(err, unavailable_since, progress)
+                if unavailable_since is not None:
+                    continue
+            _undo_group(spark, table, commits, results, err)
+            return
+        finally:
+            fingerprints.close()
 
 
 def _undo_group(spark: Any, table: Any, commits: list[int], results: list[PartitionResult],
@@ -1268,8 +1274,7 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
                                                   group=group, selective=kind)
                     for key, part in done.items():
                         (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
-                    for key, seen_conflicts in seen.items():
-                        conflicts[key] = conflicts.get(key, []) + seen_conflicts
+                    _add_conflicts(conflicts, seen)
                     # A writer's DELETE / MERGE added a position delete or DV to a file the rewrite replaces
                     # (Iceberg refuses the commit): plan the rewrite again from the new snapshot, as a group.
                     candidates = [t for t in candidates if t.partition in seen]
@@ -1292,8 +1297,7 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
                     part.conflicts = conflicts[key] + part.conflicts
                     part.attempts += len(conflicts.pop(key))
             settled.update({k: _combine(rewrites.get(k), r) for k, r in done.items()})
-            for key, seen_conflicts in seen.items():
-                conflicts[key] = conflicts.get(key, []) + seen_conflicts
+            _add_conflicts(conflicts, seen)
             announce_final()
             save_progress()
             # Left out although the group read covered them: a writer's position delete or DV since that read made
