@@ -12,7 +12,7 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from compaction.core.errors import (
     CatalogUnavailableError,
@@ -42,7 +42,10 @@ from compaction.spark.major import (
 from compaction.spark.partition_files import (
     PartitionFiles,
     PartitionKeys,
+    _iterate,
     delete_kind,
+    delete_ref,
+    live_rows_from_metadata,
     scan_partition,
     touched_partitions,
 )
@@ -278,7 +281,7 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
               level: ValidationLevel, base_sequence_number: int | None, expression: Any,
               result: PartitionResult, after_files: Any = None,
               fingerprints: FingerprintCache | None = None, group: GroupRows | None = None,
-              own_rows: bool = False) -> None:
+              own_rows: bool = False, counted: Mapping[int, int] | None = None) -> None:
     """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies.
 
     ``after_files``: the partition's files at ``commits[-1]`` scanned with applied deletes, when the caller has
@@ -287,8 +290,12 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
     (touched partitions of each snapshot, the group's base rows read in one Spark job; see :class:`GroupRows`).
     ``own_rows``: compare only ``key``'s rows even where a commit touched other partitions too (a group rewrite),
     when that is provably the same test, only stricter: the table has a single partition spec, so a rewrite writes
-    every row back into the partition it came from and no other partition holds or deletes rows of ``key``."""
+    every row back into the partition it came from and no other partition holds or deletes rows of ``key``.
+    ``counted``: ``key``'s live rows at some of ``commits``, exact from metadata (:func:`_counted_from_metadata`),
+    taken as the commit's side at ``count`` instead of a read, where the commit touched ``key`` alone."""
     checks: list[dict[str, Any]] = []
+    exact = counted if level is ValidationLevel.COUNT and counted else {}
+    from_metadata: set[int] = set()
     # A snapshot never changes, so the rows of (snapshot, touched partitions) are read once: our cleanup commit's
     # parent is our rewrite commit, whose rows were just read as the rewrite's "after".
     cache = fingerprints if fingerprints is not None else _fingerprint_cache(spark, ref, level)
@@ -311,12 +318,15 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
         keys = group.touched(table, sid) if group is not None else frozenset(touched_partitions(spark, table, sid))
         if own_rows and key in keys and _single_spec(table):
             keys = frozenset({key})
+        if int(sid) in exact and keys == frozenset({key}):
+            from_metadata.add(int(sid))
         predicate = rows_predicate(spark, table, catalog_name, set(keys))
         pairs.append((sid, parent, group.base(table, parent, keys) if group is not None else None, keys, predicate))
     if level is not ValidationLevel.NONE:
         # Every snapshot still to read, in one Spark job (a cleanup's parent is the rewrite: read once).
         cache.get_many([(parent, keys, predicate) for _, parent, before, keys, predicate in pairs if before is None]
-                       + [(sid, keys, predicate) for sid, _, _, keys, predicate in pairs if sid not in by_count])
+                       + [(sid, keys, predicate) for sid, _, _, keys, predicate in pairs
+                          if sid not in by_count and int(sid) not in from_metadata])
 
     for sid, parent, before, keys, predicate in pairs:
         if level is ValidationLevel.NONE:
@@ -324,15 +334,21 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
         else:
             if before is None:
                 before = rows_at(parent, keys, predicate)
-            after = (count_cache.get(int(sid), keys, predicate) if sid in by_count and count_cache is not None
-                     else rows_at(int(sid), keys, predicate))
+            if int(sid) in from_metadata:
+                after = Fingerprint(int(exact[int(sid)]), None)
+            elif sid in by_count and count_cache is not None:
+                after = count_cache.get(int(sid), keys, predicate)
+            else:
+                after = rows_at(int(sid), keys, predicate)
         if sid in by_count:
             ok = before is not None and after is not None and before.rows == after.rows
         else:
             ok = before == after
         checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
                        "after": after and after.to_dict(), "ok": ok,
-                       **({"compared": "rows (it only removed delete files)"} if sid in by_count else {})})
+                       **({"compared": "rows (it only removed delete files)"} if sid in by_count else {}),
+                       **({"after_from": "metadata (exact: record counts less DV / own position-delete counts)"}
+                          if int(sid) in from_metadata else {})})
         if not ok:
             result.validation = {"level": level.value, "result": "failed", "checks": checks}
             raise CommitValidationError(
@@ -357,6 +373,28 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
             )
     result.validation = {"level": level.value, "result": "passed" if level is not ValidationLevel.NONE else "skipped",
                          "checks": checks}
+
+
+def _counted_from_metadata(spark: Any, table: Any, expression: Any, commits: list[int],
+                           level: ValidationLevel) -> dict[int, int]:
+    """The partition's live rows at each of our conversion commits where metadata tells them exactly (see
+    :func:`live_rows_from_metadata`): after a MINOR, each data file with deletes usually has exactly one, the DV
+    or position-delete file just written, so the commit's side of a ``count`` check needs no read of the data
+    (bench/scale.py: ~1 s of a MINOR at ``l``). The files the commit added are ours, their positions distinct.
+    Only at ``count`` and on a single-spec table (where the scan selects exactly the partition's files)."""
+    if level is not ValidationLevel.COUNT or not _single_spec(table):
+        return {}
+    out: dict[int, int] = {}
+    for sid in commits:
+        snapshot = table.snapshot(int(sid))
+        if snapshot is None:
+            continue
+        ours = {delete_ref(d) for d in _iterate(snapshot.addedDeleteFiles(table.io()))}
+        files = scan_partition(spark, table, expression, int(sid), with_applied=True)
+        live = live_rows_from_metadata(files, ours)
+        if live is not None:
+            out[int(sid)] = live
+    return out
 
 
 def _compared_by_count(table: Any, snapshot_id: int, level: ValidationLevel) -> bool:
@@ -764,7 +802,8 @@ def _selective_attempt(a: _Attempt, result: PartitionResult, commits: list[int],
     result.converted_rows = outcome.converted_rows
     result.after = outcome.after
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, None, a.expression, result,
-              fingerprints=a.fingerprints, group=a.group)
+              fingerprints=a.fingerprints, group=a.group,
+              counted=_counted_from_metadata(spark, table, a.expression, commits, a.level))
     result.validation["checks"] = checks + list(result.validation.get("checks", []))
 
 
@@ -1009,14 +1048,18 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return settled, {}
 
     def check(fingerprints: FingerprintCache) -> None:
-        _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active])
+        counted = {t.partition: _counted_from_metadata(spark, table, c.expression, commits, level)
+                   for t, c, _ in active}
+        _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active],
+                       counted)
         for (task, change, result), outcome in zip(active, outcomes):
             _take_outcome(result, [], outcome)
             if not _single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
                 result.after = _own_counts_at(spark, table, change.expression, task.partition,
                                               int(result.commit_snapshot_ids[-1]))
             _validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
-                      None, change.expression, result, fingerprints=fingerprints, group=group, own_rows=True)
+                      None, change.expression, result, fingerprints=fingerprints, group=group, own_rows=True,
+                      counted=counted[task.partition])
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
 
     _check_group_commit(spark, table, ref, level, commits, [r for _, _, r in active], what, progress, check)
@@ -1025,14 +1068,16 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
 
 
 def _read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: ValidationLevel,
-                   fingerprints: FingerprintCache, commits: list[int], keys: list[Any]) -> None:
+                   fingerprints: FingerprintCache, commits: list[int], keys: list[Any],
+                   counted: Mapping[Any, Mapping[int, int]] | None = None) -> None:
     """Each partition's rows at each commit of a group (compared one partition at a time, see _validate's
-    ``own_rows``), all in one Spark job."""
+    ``own_rows``), all in one Spark job; none where ``counted`` (key -> commit -> rows) has them from metadata."""
     if commits and level is not ValidationLevel.NONE and _single_spec(table):
         # Not a commit that only removes delete files at checksum: _validate compares its rows by count.
         read = [sid for sid in commits if not _compared_by_count(table, sid, level)]
+        known = counted or {}
         fingerprints.get_many([(sid, frozenset({k}), rows_predicate(spark, table, plan.table.catalog, {k}))
-                               for sid in read for k in keys])
+                               for sid in read for k in keys if int(sid) not in known.get(k, {})])
 
 
 def _add_conflicts(conflicts: dict[Any, list[dict[str, Any]]], seen: dict[Any, list[dict[str, Any]]]) -> None:

@@ -374,7 +374,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     pairs = [(data_tag[path], index[r]) for path in data_paths for r in sorted(work.eq_targets[path])]
 
     def applicability() -> Any:
-        return spark.createDataFrame(pairs, "__t long, __e long")
+        return spark.createDataFrame(pairs, "__at long, __e long")
 
     iceberg = spark.read.format("iceberg").option("snapshot-id", str(base_snapshot_id)).load(table_ref)
     spark_types = {f"c{fid}": iceberg.schema[c].dataType for fid, c in all_columns}
@@ -382,9 +382,12 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     if blocker is None:
         schema = StructType([StructField(f"c{fid}", spark_types[f"c{fid}"], True, {"parquet.field.id": fid})
                              for fid, _ in all_columns])
-        rows = read_tagged_parquet(spark, schema, [(p, data_tag[p]) for p in data_paths], row_index=True,
-                                   tag_column="__t", position_column="__pos")
+        # Tagged after the key join (see below): of the rows read, only those an equality delete matches are
+        # mapped from their path to their file's tag.
+        rows, path_tags = read_parquet_with_paths(spark, schema, [(p, data_tag[p]) for p in data_paths],
+                                                  row_index=True, position_column="__pos")
     else:
+        path_tags = None
         tags = spark.createDataFrame(sorted(data_tag.items()), "__file string, __t long")
         rows = (
             iceberg.where(row_filter)
@@ -399,7 +402,8 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     by_columns: dict[tuple[tuple[int, str], ...], list[tuple[str, int]]] = {}
     for ref in refs:
         by_columns.setdefault(columns_of[ref], []).append(ref)
-    keep = [F.col("r.__t").alias("__t"), F.col("r.__pos").alias("pos")]
+    keep = [F.col("r.__pos").alias("pos"), F.col("d.__d").alias("__d"),
+            F.col("r.__path") if path_tags is not None else F.col("r.__t")]
     if blocker is not None:
         keep.append(F.col("r.__deleted"))
     promoted = _promoted_field_ids(_table_metadata(spark, table), [fid for fid, _ in all_columns])
@@ -423,10 +427,11 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
         # the spec's rules allow (applicability()). Pairing every row with each applicable delete file before the
         # key join, as before, multiplied the rows read by the number of delete files (16x on bench/scale.py's
         # streaming tables, where it made MINOR as slow as a full rewrite).
-        hit = (rows.alias("r").join(F.broadcast(deletes), condition)
-               .join(F.broadcast(applicability()).alias("a"),
-                     (F.col("r.__t") == F.col("a.__t")) & (F.col("d.__d") == F.col("a.__e")))
-               .select(*keep))
+        keyed = rows.alias("r").join(F.broadcast(deletes), condition).select(*keep)
+        if path_tags is not None:
+            keyed = tag_rows(keyed, path_tags, "__t")
+        allowed = (F.col("__t") == F.col("__at")) & (F.col("__d") == F.col("__e"))
+        hit = keyed.join(F.broadcast(applicability()), allowed).drop("__d", "__at", "__e")
         matched = hit if matched is None else matched.unionByName(hit)
     return _TaggedPositions(matched, data_paths)
 
@@ -493,28 +498,51 @@ def read_tagged_parquet(spark: Any, schema: Any, files: list[tuple[str, int]], *
     """One read of several Parquet files with a ``tag_column`` telling which file (its tag) each row came from, and
     with ``row_index`` the row's position in its file (Spark's ``_metadata.row_index``) as ``position_column``.
 
-    Spark's and Iceberg's names of a file differ (see :func:`spark_paths`); both sides are compared in Spark's
-    form. A row whose file is not in the mapping fails the job (``raise_error``) rather than being dropped, since
-    a dropped delete row would silently resurrect rows.
-
     With ``table`` given, files Spark's file sources cannot open (an S3FileIO table) are read through the table's
     FileIO (:mod:`compaction.spark.file_io_reads`; no ``row_index`` there: data files take Iceberg's reader)."""
-    from pyspark.sql import functions as F
-
     if table is not None and not spark_can_read(spark, table, [location for location, _ in files]):
         if row_index:
             raise ValueError("row positions of files read through the FileIO are not available")
         return read_parquet_through_file_io(spark, table, schema, files, tag_column=tag_column)
+    frame, mapping = read_parquet_with_paths(spark, schema, files, row_index=row_index,
+                                             position_column=position_column)
+    return tag_rows(frame, mapping, tag_column)
+
+
+def read_parquet_with_paths(spark: Any, schema: Any, files: list[tuple[str, int]], *, row_index: bool = False,
+                            position_column: str = "__pos") -> tuple[Any, Any]:
+    """One read of several Parquet files whose rows carry their file's path as Spark names it (``__path``), and
+    the mapping (``__path``, ``__tag``) that :func:`tag_rows` turns into each file's tag. Kept apart so that a
+    caller can filter the rows first and tag only those left (a join on a path string costs per row).
+
+    Spark's and Iceberg's names of a file differ (see :func:`spark_paths`); Spark names a file with an empty
+    authority either ``file:/x`` or ``file:///x``, so the mapping holds both forms and the rows' path is compared
+    as Spark gives it (no per-row rewrite)."""
+    from pyspark.sql import functions as F
+
     forms = spark_paths(spark, [location for location, _ in files])
     tags = {forms[location]: tag for location, tag in files}
     if len(tags) != len(files):
         raise UnsupportedTableError("two files resolve to the same file")
-    mapping = spark.createDataFrame(sorted(tags.items()), "__path string, __tag long")
+    both_forms = dict(tags)
+    for form, tag in tags.items():
+        scheme, sep, rest = form.partition(":/")
+        if sep and not rest.startswith("/") and "/" not in scheme:
+            both_forms[f"{scheme}:///{rest}"] = tag  # the empty-authority spelling of the same file
+    mapping = spark.createDataFrame(sorted(both_forms.items()), "__path string, __tag long")
     frame = _read_parquet(spark, schema, [loc for loc, _ in files])
     if row_index:
         frame = frame.withColumn(position_column, F.col("_metadata.row_index"))
-    spark_path = F.regexp_replace(F.col("_metadata.file_path"), _EMPTY_AUTHORITY.pattern, "$1:/")
-    tagged = frame.withColumn("__path", spark_path).join(F.broadcast(mapping), "__path", "left")
+    return frame.withColumn("__path", F.col("_metadata.file_path")), mapping
+
+
+def tag_rows(frame: Any, mapping: Any, tag_column: str) -> Any:
+    """Rows of :func:`read_parquet_with_paths` with their file's tag as ``tag_column``. A row whose file is not in
+    the mapping fails the job (``raise_error``) rather than being dropped: a dropped delete row would silently
+    resurrect rows."""
+    from pyspark.sql import functions as F
+
+    tagged = frame.join(F.broadcast(mapping), "__path", "left")
     guard = F.when(F.col("__tag").isNull(), F.raise_error(F.concat(F.lit("icecompact: unmapped file "),
                                                                     F.col("__path"))))
     return tagged.withColumn(tag_column, F.coalesce(F.col("__tag"), guard.cast("long"))).drop("__path", "__tag")

@@ -142,6 +142,34 @@ class PartitionFiles:
         return PartitionState(key=key, data_files=data, delete_files=tuple(deletes))
 
 
+def live_rows_from_metadata(files: PartitionFiles, distinct: set[tuple[str, int]]) -> int | None:
+    """The live rows of ``files`` (scanned with ``applied``) from metadata alone, or None when metadata cannot tell
+    them exactly. Exact when no equality delete applies to any data file (which rows it deletes depends on their
+    values) and each data file with deletes has exactly one applied, naming that file alone, whose record count is
+    the number of rows it deletes: a DV (a bitmap: its cardinality; the spec allows one per data file) or a
+    position-delete file of ``distinct`` (refs whose positions are known to be distinct, e.g. the ones we just
+    wrote: the spec does not forbid a position-delete file from naming a position twice)."""
+    if not files.has_applied:
+        raise ValueError("live_rows_from_metadata needs a scan made with with_applied=True")
+    live = 0
+    for path, f in files.data.items():
+        refs = files.applied.get(path, set())
+        deleted = 0
+        if len(refs) > 1:
+            return None
+        for ref in refs:
+            d = files.deletes[ref]
+            kind = delete_kind(d)
+            target = d.referencedDataFile()
+            if kind is DeleteContent.EQUALITY or target is None or str(target) != path:
+                return None
+            if kind is DeleteContent.POSITION and ref not in distinct:
+                return None
+            deleted = int(d.recordCount())
+        live += int(f.recordCount()) - deleted
+    return live
+
+
 def _opt_int(value: Any) -> int | None:
     return int(value) if value is not None else None
 
