@@ -178,6 +178,8 @@ class GroupRows:
         self._values: dict[Any, Fingerprint | None] | None = None
         self._failed = False
         self._touched: dict[int, frozenset[Any]] = {}
+        #: (snapshot id, partition keys) -> fingerprint, shared by the group's checks (see _fingerprint_cache).
+        self.known_fingerprints: dict[Any, Fingerprint | None] = {}
         self._partition_keys = PartitionKeys(spark)
         self._pending: Future[list[Fingerprint | None]] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -298,7 +300,7 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
     from_metadata: set[int] = set()
     # A snapshot never changes, so the rows of (snapshot, touched partitions) are read once: our cleanup commit's
     # parent is our rewrite commit, whose rows were just read as the rewrite's "after".
-    cache = fingerprints if fingerprints is not None else _fingerprint_cache(spark, ref, level)
+    cache = fingerprints if fingerprints is not None else _fingerprint_cache(spark, ref, level, group)
     rows_at = cache.get
 
     pairs: list[tuple[int, int, Fingerprint | None, Any, Any]] = []  # (commit, parent, before, keys, predicate)
@@ -459,7 +461,8 @@ def _settle_after_counts(spark: Any, table: Any, expression: Any, key: Partition
         result.after = _own_counts_at(spark, table, expression, key, int(result.commit_snapshot_ids[-1]))
 
 
-def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> FingerprintCache:
+def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel,
+                       group: GroupRows | None = None) -> FingerprintCache:
     # ``fingerprint``/``snapshot_fingerprints`` are looked up when called (tests replace them in this module).
     def one(snapshot_id: int, predicate: Any) -> Any:
         J.activate(spark)  # also runs in the cache's background thread (see jvm.activate)
@@ -469,7 +472,9 @@ def _fingerprint_cache(spark: Any, ref: str, level: ValidationLevel) -> Fingerpr
         J.activate(spark)
         return snapshot_fingerprints(spark, ref, requests, level)
 
-    return FingerprintCache(one, many)
+    # A job group's caches share their values (snapshots never change; one table, one level per group).
+    shared = group.known_fingerprints if group is not None and group.level is level else None
+    return FingerprintCache(one, many, known=shared)
 
 
 def _settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, base_id: int | None,
@@ -578,7 +583,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         attempt += 1
         result.attempts = attempt
         commits: list[int] = []  # filled by the attempt as soon as it has committed anything
-        fingerprints = _fingerprint_cache(spark, ref, level)
+        fingerprints = _fingerprint_cache(spark, ref, level, group)
         try:
             table.refresh()
             current = table.currentSnapshot()
@@ -965,7 +970,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                         f"{time.monotonic() - settle_started:.1f} s")
 
     _check_group_commit(spark, table, ref, level, commits, [r for _, _, _, r in active],
-                        f"MAJOR of {len(active)} partitions", progress, timed_settle)
+                        f"MAJOR of {len(active)} partitions", progress, timed_settle, group)
     _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
     return settled, {}
 
@@ -1062,7 +1067,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                       counted=counted[task.partition])
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
 
-    _check_group_commit(spark, table, ref, level, commits, [r for _, _, r in active], what, progress, check)
+    _check_group_commit(spark, table, ref, level, commits, [r for _, _, r in active], what, progress, check, group)
     _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
     return settled, {}
 
@@ -1088,13 +1093,14 @@ def _add_conflicts(conflicts: dict[Any, list[dict[str, Any]]], seen: dict[Any, l
 
 def _check_group_commit(spark: Any, table: Any, ref: str, level: ValidationLevel, commits: list[int],
                         results: list[PartitionResult], what: str, progress: Callable[[str], None] | None,
-                        check: Callable[[FingerprintCache], None]) -> None:
+                        check: Callable[[FingerprintCache], None], group: GroupRows | None = None) -> None:
     """Run ``check`` of a group's commits (on main already). A catalog outage is waited out and the check run again:
     neither checking nor undoing the commit can happen before the catalog answers, and the check only reads (see
     run_task). Any other failure undoes the commits for every partition of the group: never kept silently."""
     unavailable_since: float | None = None
     while True:
-        fingerprints = _fingerprint_cache(spark, ref, level)  # shared: every partition compares the same commits
+        # shared: every partition compares the same commits (and the group's earlier checks read some of them)
+        fingerprints = _fingerprint_cache(spark, ref, level, group)
         try:
             if unavailable_since is not None:
                 table.refresh()

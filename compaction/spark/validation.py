@@ -204,10 +204,13 @@ class FingerprintCache:
     ``compute(snapshot_id, predicate)``; the caller binds the session, table and level."""
 
     def __init__(self, compute: Callable[[int, Any], Fingerprint | None],
-                 compute_many: Callable[[list[Tuple[int, Any]]], list[Fingerprint | None]] | None = None) -> None:
+                 compute_many: Callable[[list[Tuple[int, Any]]], list[Fingerprint | None]] | None = None,
+                 known: dict[FingerprintKey, Fingerprint | None] | None = None) -> None:
         self._compute = compute
         self._compute_many = compute_many
-        self._values: dict[FingerprintKey, Fingerprint | None] = {}
+        # ``known``: values shared with other caches of the same table and level (a job group's checks: the
+        # snapshot a selective rewrite committed is the parent its conversion is compared with).
+        self._values: dict[FingerprintKey, Fingerprint | None] = {} if known is None else known
         self._pending: dict[FingerprintKey, Future[Fingerprint | None]] = {}
         self._executor: ThreadPoolExecutor | None = None
 
