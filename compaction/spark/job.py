@@ -377,25 +377,26 @@ def _validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, com
                          "checks": checks}
 
 
-def _counted_from_metadata(spark: Any, table: Any, expression: Any, commits: list[int],
-                           level: ValidationLevel) -> dict[int, int]:
-    """The partition's live rows at each of our conversion commits where metadata tells them exactly (see
-    :func:`live_rows_from_metadata`): after a MINOR, each data file with deletes usually has exactly one, the DV
-    or position-delete file just written, so the commit's side of a ``count`` check needs no read of the data
-    (bench/scale.py: ~1 s of a MINOR at ``l``). The files the commit added are ours, their positions distinct.
-    Only at ``count`` and on a single-spec table (where the scan selects exactly the partition's files)."""
+def _counted_from_metadata(spark: Any, table: Any, expressions: Mapping[Any, Any], commits: list[int],
+                           level: ValidationLevel) -> dict[Any, dict[int, int]]:
+    """Each partition's (``expressions``: key -> partition expression) live rows at each of our conversion commits
+    where metadata tells them exactly (see :func:`live_rows_from_metadata`): after a MINOR, each data file with
+    deletes usually has exactly one, the DV or position-delete file just written, so the commit's side of a
+    ``count`` check needs no read of the data (bench/scale.py: ~1 s of a MINOR at ``l``). The files the commit added
+    are ours, their positions distinct. Only at ``count`` and on a single-spec table (where the scan selects
+    exactly the partition's files)."""
+    out: dict[Any, dict[int, int]] = {key: {} for key in expressions}
     if level is not ValidationLevel.COUNT or not _single_spec(table):
-        return {}
-    out: dict[int, int] = {}
+        return out
     for sid in commits:
         snapshot = table.snapshot(int(sid))
         if snapshot is None:
             continue
-        ours = {delete_ref(d) for d in _iterate(snapshot.addedDeleteFiles(table.io()))}
-        files = scan_partition(spark, table, expression, int(sid), with_applied=True)
-        live = live_rows_from_metadata(files, ours)
-        if live is not None:
-            out[int(sid)] = live
+        ours = {delete_ref(d) for d in _iterate(snapshot.addedDeleteFiles(table.io()))}  # once for the group
+        for key, expression in expressions.items():
+            live = live_rows_from_metadata(scan_partition(spark, table, expression, int(sid), with_applied=True), ours)
+            if live is not None:
+                out[key][int(sid)] = live
     return out
 
 
@@ -808,7 +809,7 @@ def _selective_attempt(a: _Attempt, result: PartitionResult, commits: list[int],
     result.after = outcome.after
     _validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, None, a.expression, result,
               fingerprints=a.fingerprints, group=a.group,
-              counted=_counted_from_metadata(spark, table, a.expression, commits, a.level))
+              counted=_counted_from_metadata(spark, table, {key: a.expression}, commits, a.level)[key])
     result.validation["checks"] = checks + list(result.validation.get("checks", []))
 
 
@@ -1053,8 +1054,8 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return settled, {}
 
     def check(fingerprints: FingerprintCache) -> None:
-        counted = {t.partition: _counted_from_metadata(spark, table, c.expression, commits, level)
-                   for t, c, _ in active}
+        counted = _counted_from_metadata(spark, table, {t.partition: c.expression for t, c, _ in active}, commits,
+                                         level)
         _read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active],
                        counted)
         for (task, change, result), outcome in zip(active, outcomes):

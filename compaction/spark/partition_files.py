@@ -154,19 +154,18 @@ def live_rows_from_metadata(files: PartitionFiles, distinct: set[tuple[str, int]
     live = 0
     for path, f in files.data.items():
         refs = files.applied.get(path, set())
-        deleted = 0
         if len(refs) > 1:
             return None
-        for ref in refs:
+        live += int(f.recordCount())
+        if refs:
+            (ref,) = refs
             d = files.deletes[ref]
-            kind = delete_kind(d)
-            target = d.referencedDataFile()
+            kind, target = delete_kind(d), d.referencedDataFile()
             if kind is DeleteContent.EQUALITY or target is None or str(target) != path:
                 return None
             if kind is DeleteContent.POSITION and ref not in distinct:
                 return None
-            deleted = int(d.recordCount())
-        live += int(f.recordCount()) - deleted
+            live -= int(d.recordCount())
     return live
 
 
