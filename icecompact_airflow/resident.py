@@ -89,11 +89,16 @@ def _poll(ledger: Any, item_ids: list[str], take_back: bool) -> dict[str, Any] |
 
 
 def ensure_executors(ledger: Any, catalogs: Any, *, log: Any) -> None:
-    """A live executor for each catalog: started detached on this worker when there is none."""
+    """A live executor for each catalog: started detached on this worker when there is none, on the master of the
+    Spark connection (as the ``submit`` path's jobs)."""
     from compaction.executor import ensure_executor
+    from icecompact_airflow.connections import spark_settings
 
+    settings = None
     for catalog in catalogs:
-        if ensure_executor(catalog, ledger, ledger_url=ledger.connection_url(), progress=log) is None:
+        settings = settings or spark_settings()
+        if ensure_executor(catalog, ledger, spark_settings=settings, ledger_url=ledger.connection_url(),
+                           progress=log) is None:
             log(f"catalog {catalog.name}: a live executor serves it")
 
 

@@ -160,12 +160,12 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
         snapshot_id = inspection.get("snapshot_id")
         if not params.dry_run:
             from compaction.runner import check_unchecked_snapshots
-            from compaction.spark.session import SparkSettings
+            from icecompact_airflow.connections import spark_settings
 
             # Our commits no check covered (a job killed between commit and check) are checked first; when one
             # is undone the inspected snapshot is gone from main, so the plan starts from the current one.
             if check_unchecked_snapshots(catalog, identity, table, ledger, validation=params.validation,
-                                         spark_settings=SparkSettings.from_environment(), progress=echo, now=now):
+                                         spark_settings=spark_settings(), progress=echo, now=now):
                 identity, table = load_table(catalog, table_name)
                 snapshot_id = None
         state = table_state(table, identity, snapshot_id)

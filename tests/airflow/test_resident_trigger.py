@@ -103,3 +103,46 @@ def test_health_trigger_fires_for_the_table_that_needs_work_and_not_for_a_health
     fired = asyncio.run(events(10))
     assert [e["table"] for e in fired] == ["ht.busy"], fired  # once: then rate-limited
     assert fired[0]["kinds"] == {"minor": 1} and fired[0]["catalog"] == sqlite_catalog.name
+
+
+def test_applications_a_task_starts_itself_run_on_the_spark_connections_master(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resident executor a task starts (and the post-hoc check, through the same settings) run where the DAG's
+    spark-submit jobs run: the Spark connection's master, not $ICECOMPACT_SPARK_MASTER."""
+    import json
+    import os
+    import signal
+
+    from compaction.catalog import CatalogConfig
+    from compaction.executor import stop_executors
+    from icecompact_airflow.connections import spark_settings
+    from icecompact_airflow.resident import ensure_executors
+
+    monkeypatch.setenv("ICECOMPACT_SPARK_MASTER", "local[2]")
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    assert spark_settings().master == "local[2]"  # no connection: the embedded default, as the operator's hook
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT",
+                       json.dumps({"conn_type": "spark", "host": "spark://10.1.2.3", "port": 7077}))
+    assert spark_settings().master == "spark://10.1.2.3:7077"
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    catalog = CatalogConfig.sqlite("conn_master", tmp_path / "catalog.db", tmp_path / "warehouse")
+    with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        try:
+            ensure_executors(ledger, [catalog], log=lambda _m: None)
+            (record,) = ledger.executors(catalog=catalog.name)
+            assert record.master == "local[1]"
+        finally:
+            deadline = time.monotonic() + 60  # its supervisor records its pid when it is up
+            while any(r.pid is None for r in ledger.executors()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            stop_executors(ledger, progress=lambda _m: None)
+            deadline = time.monotonic() + 60
+            while ledger.executors() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            for left in ledger.executors():  # never leave a process behind
+                if left.pid:
+                    try:
+                        os.killpg(left.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
