@@ -101,6 +101,17 @@ def describe(version: int, report: Any, goals: dict[str, dict[str, Any]], wall_m
     return lines
 
 
+def table_property(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--table-property``: a dotted Iceberg property name and a plain value (they go into an
+    ``ALTER TABLE ... SET TBLPROPERTIES`` statement, so nothing else is accepted)."""
+    import re
+
+    key, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", key) or not re.fullmatch(r"[A-Za-z0-9_.:,-]*", value):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (letters, digits, '._-'), got {text!r}")
+    return key, value
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=15.0)
@@ -113,6 +124,9 @@ def main() -> int:
                     help="cron: iceberg_compaction every minute, a spark-submit per job group; health: the "
                          "event-driven iceberg_compaction_on_health feeding the resident executor (issue 23)")
     ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
+    ap.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE", type=table_property,
+                    help="set on the soak table before the writer starts (repeatable), e.g. "
+                         "write.delete.granularity=partition or compaction.minor.delete-file-count=4")
     ap.add_argument("--from-json", default=None,
                     help="no new run: evaluate the goals again on a stored soak.json and rewrite .txt and .png")
     ap.add_argument("--maintenance", action="store_true",
@@ -151,13 +165,13 @@ def main() -> int:
 
         workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
         header = (f"soak ({args.path} path): {args.minutes:g} min per format, size {args.size}, work folder "
-                  f"{workroot}")
+                  f"{workroot}" + (f", table properties {dict(args.table_property)}" if args.table_property else ""))
         lines = [header, ""]
         spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
         try:
             for version in (int(v) for v in args.formats.split(",")):
                 config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version,
-                                    scan_every=args.scan_every, path=args.path)
+                                    scan_every=args.scan_every, path=args.path, policy=dict(args.table_property))
                 t0 = time.time()
                 report = run_soak(config, workroot / f"v{version}", spark=spark)
                 goals = evaluate(report, minor_trigger(config))
