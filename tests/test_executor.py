@@ -24,6 +24,7 @@ from compaction.ledger import Ledger, OutcomeStatus, RunStatus
 from compaction.runner import run_table
 from compaction.spark.executor import ServeOptions
 from compaction.testing.oracle import read_table
+from compaction.testing.processes import stop_ledger_executors
 from compaction.testing.workload import WorkloadSpec, generate
 
 FAST = ServeOptions(poll_s=0.2, lease_s=6.0, heartbeat_s=1.0, limits=RestartLimits(max_groups=50))
@@ -34,16 +35,7 @@ def queue_ledger(tmp_path: Path) -> Iterator[tuple[Ledger, str]]:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     with Ledger.open(url) as led:
         yield led, url
-        stop_executors(led, progress=lambda _m: None)
-        deadline = time.monotonic() + 60
-        while led.executors() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        for record in led.executors():  # never leave a process behind
-            if record.pid:
-                try:
-                    os.killpg(record.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        stop_ledger_executors(led)
 
 
 def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

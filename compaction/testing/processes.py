@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from typing import Any
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -17,6 +18,30 @@ def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 30) -> No
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def stop_ledger_executors(ledger: Any, timeout: float = 60, *, just_started: bool = False) -> None:
+    """Stop every executor ``ledger`` knows on this host and never leave a process behind: SIGTERM them
+    (``icecompact executor stop``), wait up to ``timeout`` s for them to deregister, then SIGKILL the process group
+    of any left. ``just_started``: first wait (up to ``timeout`` s) until each has recorded its pid, which a
+    detached supervisor does once it is up."""
+    import time
+
+    from compaction.executor import stop_executors
+
+    deadline = time.monotonic() + timeout
+    while just_started and any(r.pid is None for r in ledger.executors()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stop_executors(ledger, progress=lambda _m: None)
+    deadline = time.monotonic() + timeout
+    while ledger.executors() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for record in ledger.executors():
+        if record.pid:
+            try:
+                os.killpg(record.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class SparkSubmitKiller:

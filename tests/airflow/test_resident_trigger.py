@@ -110,11 +110,9 @@ def test_applications_a_task_starts_itself_run_on_the_spark_connections_master(
     """The resident executor a task starts (and the post-hoc check, through the same settings) run where the DAG's
     spark-submit jobs run: the Spark connection's master, not $ICECOMPACT_SPARK_MASTER."""
     import json
-    import os
-    import signal
 
     from compaction.catalog import CatalogConfig
-    from compaction.executor import stop_executors
+    from compaction.testing.processes import stop_ledger_executors
     from icecompact_airflow.connections import spark_settings
     from icecompact_airflow.resident import ensure_executors
 
@@ -133,16 +131,4 @@ def test_applications_a_task_starts_itself_run_on_the_spark_connections_master(
             (record,) = ledger.executors(catalog=catalog.name)
             assert record.master == "local[1]"
         finally:
-            deadline = time.monotonic() + 60  # its supervisor records its pid when it is up
-            while any(r.pid is None for r in ledger.executors()) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            stop_executors(ledger, progress=lambda _m: None)
-            deadline = time.monotonic() + 60
-            while ledger.executors() and time.monotonic() < deadline:
-                time.sleep(0.5)
-            for left in ledger.executors():  # never leave a process behind
-                if left.pid:
-                    try:
-                        os.killpg(left.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+            stop_ledger_executors(ledger, just_started=True)
