@@ -54,7 +54,8 @@ same ratios within 10 %).
 Usage::
 
     .venv/bin/python bench/scale.py                       # sizes s, m, l, format v2, repeat 1
-    .venv/bin/python bench/scale.py --sizes s --repeat 2  # quick
+    .venv/bin/python bench/scale.py --sizes s --repeat 2  # quick (a repeat's clones are dropped, with the files
+                                                          # their contenders wrote, when the next repeat's exist)
     .venv/bin/python bench/scale.py --format-version 3    # DVs (results scale_v3.*)
     .venv/bin/python bench/scale.py --sizes s,m --storage local,s3 --repeat 3   # scale_s3.* (scale_s3_v3.*)
 
@@ -290,6 +291,24 @@ class SizeRun:
         rows = self.spark.sql(f"SELECT snapshot_id, summary FROM {self.ref(name)}.snapshots").collect()
         return sum(int(r["summary"].get("added-files-size", 0)) for r in rows if int(r["snapshot_id"]) not in before)
 
+    def drop_clone(self, bench: ScaleBench, name: str) -> None:
+        """Delete the files a clone's own commits added (never the base's, which every clone shares) and unregister
+        the clone: with ``--repeat`` each repeat's outputs would otherwise pile up (~2 GB per contender at l)."""
+        from compaction.spark import jvm as J
+
+        table = J.load_table(self.spark, self.ref(name))
+        io, before = table.io(), bench.clone_snapshots[name]
+        deleted = 0
+        for snapshot in table.snapshots():
+            if int(snapshot.snapshotId()) in before:
+                continue
+            for files in (snapshot.addedDataFiles(io), snapshot.addedDeleteFiles(io)):
+                for f in files:
+                    io.deleteFile(str(f.location()))
+                    deleted += 1
+        self.spark.sql(f"DROP TABLE {self.ref(name)}")  # no PURGE: the base's files stay
+        print(f"[{self.tag}] dropped clone {name}: {deleted} files it added deleted", flush=True)
+
     def run(self, repeat: int, order_shift: int) -> dict[str, Any]:
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
@@ -346,6 +365,8 @@ class SizeRun:
                         elapsed, (_, info), io = self._measure(lambda: self.ours(bench, "minor", MINOR[contender], name))
                     else:
                         elapsed, (_, info), io = self._measure(lambda: bench.run_call(name))
+                    if contender in clones:  # the previous repeat's clone: only the last one is scanned
+                        self.drop_clone(bench, clones[contender])
                     clones[contender] = name
                     info["after"] = self.files(name)
                     info["committed_bytes"] = self.committed_bytes(bench, name)
