@@ -94,9 +94,8 @@ def ensure_executors(ledger: Any, catalogs: Any, *, log: Any) -> None:
     from compaction.executor import ensure_executor
     from icecompact_airflow.connections import spark_settings
 
-    settings = None
+    settings = spark_settings()
     for catalog in catalogs:
-        settings = settings or spark_settings()
         if ensure_executor(catalog, ledger, spark_settings=settings, ledger_url=ledger.connection_url(),
                            progress=log) is None:
             log(f"catalog {catalog.name}: a live executor serves it")

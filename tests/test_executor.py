@@ -19,7 +19,7 @@ from compaction.catalog import CatalogConfig
 from compaction.cli import main as cli_main
 from compaction.core.plan import CompactionMode
 from compaction.core.queue import RestartLimits, WorkStatus
-from compaction.executor import ensure_executor, stop_executors
+from compaction.executor import ensure_executor
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
 from compaction.runner import run_table
 from compaction.spark.executor import ServeOptions
