@@ -3,7 +3,8 @@
 every minute on a PostgreSQL catalog and ledger, and the three faults: a compaction job SIGKILLed mid-rewrite, the
 scheduler SIGKILLed and restarted, PostgreSQL stopped for a few seconds. The invariants, not the timings, are
 asserted: the table holds exactly the writer's rows, every ledger run is terminal, the killed run is failed and left
-nothing, no snapshot of ours is unvalidated, the writer's streaming commits never failed but for the outage."""
+nothing unvalidated (a kill that lands just after one of its commits leaves that commit to the next plan's post-hoc
+check), no snapshot of ours is unvalidated, the writer's streaming commits never failed but for the outage."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_short_soak_with_faults_loses_nothing_and_never_blocks_the_writer(spark,
     assert writer["stream"]["commits"] >= 30, writer
     assert writer["delete"]["commits"] + writer["merge"]["commits"] >= 2, writer
 
-    # Faults: all three happened; the killed job's run is failed and committed nothing; the next runs succeeded.
+    # Faults: all three happened; the killed job's run is failed and left nothing unchecked; the next runs succeeded.
     kinds = {f["kind"]: f for f in report.faults}
     assert set(kinds) == {"kill_job", "kill_scheduler", "postgres_outage"}, report.faults
     assert kinds["kill_job"].get("t") is not None, report.faults
