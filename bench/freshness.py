@@ -24,6 +24,8 @@ RESULTS = REPO / "bench" / "results"
 def main() -> int:
     args = sys.argv[1:]
     code = subprocess.call([sys.executable, str(REPO / "bench" / "soak.py"), "--path", "health", *args])
+    if {"-h", "--help"} & set(args) or code not in (0, 1):
+        return code  # no new soak ran (help, a usage error: 2) or it crashed: the stored results stay as they are
     stored = json.loads((RESULTS / "soak_health.json").read_text())
     lines = [f"freshness on the health path ({stored.get('header', '')})", ""]
     out: dict[str, object] = {}
