@@ -869,6 +869,9 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
     # -- the ledger: every run terminal; which run the killed job belonged to
     with Ledger.open(ledger_url) as ledger:
         runs = ledger.runs(config.table, limit=10_000)
+        # Every check of the table's snapshots: by their job, or post hoc by a later plan (a job killed between its
+        # commit and the commit's check leaves the snapshot on main for the next plan to check).
+        recorded = ledger.snapshot_checks(config.table, catalog.name)
         committed_snapshots: set[int] = set()
         accounted_plans: set[str] = set()  # plans with a validated commit or an undone one
         for run in runs:
@@ -910,14 +913,8 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
     checks["our_snapshots_on_main"] = sum(1 for sid, _ in ours if sid in main_chain)
     checks["plans_with_snapshots"] = sorted({plan for _, plan in ours})
     checks["committed_outcome_snapshots"] = len(committed_snapshots)
-    # Every check the ledger holds of our snapshots: by their job, or post hoc by a later plan (a job killed
-    # between its commit and the commit's check leaves the snapshot on main for the next plan to check).
-    with Ledger.open(ledger_url) as ledger:
-        recorded = ledger.snapshot_checks(config.table, catalog.name, [sid for sid, _ in ours])
     passed = {c.snapshot_id for c in recorded if c.result == "passed"}
-    checks["snapshot_checks"] = [{"snapshot_id": c.snapshot_id, "source": c.source, "level": c.level,
-                                  "result": c.result, "plan_id": c.plan_id, "detail": (c.detail or "")[:200]}
-                                 for c in recorded]
+    checks["snapshot_checks"] = [c.to_dict() for c in recorded]
     checks["post_hoc_checks"] = [c for c in checks["snapshot_checks"] if c["source"] == "post-hoc"]
     for c in checks["post_hoc_checks"]:
         log(f"soak: post-hoc check of snapshot {c['snapshot_id']} (plan {c['plan_id']}): {c['result']} ({c['detail']})")
