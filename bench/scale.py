@@ -107,7 +107,12 @@ GOALS = {
 }
 MAJOR = {"major_none": "none", "major_count": "count", "major_checksum": "checksum"}
 MINOR = {"minor_none": "none", "minor_count": "count"}
-CONTENDERS = ("major_none", "major_count", "major_checksum", "call", "parquet", "minor_none", "minor_count")
+#: The same MINOR with no file counted a fragment (``compaction.fragment-ratio`` so large that target size / ratio is
+#: 0 bytes): it only converts the equality deletes and merges the delete files, the data files stay as they are.
+MINOR_CONVERT = {"minor_convert_none": "none", "minor_convert_count": "count"}
+CONVERT_ONLY = {"fragment_ratio": 1 << 40}
+CONTENDERS = ("major_none", "major_count", "major_checksum", "call", "parquet", "minor_none", "minor_count",
+              "minor_convert_none", "minor_convert_count")
 STORAGES = ("local", "s3")
 S3_CATALOG_NAME = "bench_s3"
 #: ``major_big``'s target file size: every output file of a partition at ``m`` (~130 MB) is past S3FileIO's
@@ -363,6 +368,9 @@ class SizeRun:
                         elapsed, (_, info), io = self._measure(lambda: self.ours(bench, "major", MAJOR[contender], name))
                     elif contender in MINOR:
                         elapsed, (_, info), io = self._measure(lambda: self.ours(bench, "minor", MINOR[contender], name))
+                    elif contender in MINOR_CONVERT:
+                        elapsed, (_, info), io = self._measure(
+                            lambda: self.ours(bench, "minor", MINOR_CONVERT[contender], name, CONVERT_ONLY))
                     else:
                         elapsed, (_, info), io = self._measure(lambda: bench.run_call(name))
                     if contender in clones:  # the previous repeat's clone: only the last one is scanned
@@ -373,7 +381,7 @@ class SizeRun:
                     scan_t, result = M.full_scan(self.spark, self.ref(name))
                     if result != reference:
                         raise BenchmarkError(f"[{self.tag}] {contender}: clone {name} reads {result}, base {reference}")
-                    if contender in MINOR and info["after"]["equality_delete_files"]:
+                    if (contender in MINOR or contender in MINOR_CONVERT) and info["after"]["equality_delete_files"]:
                         raise BenchmarkError(f"[{self.tag}] {contender} left equality deletes: {info['after']}")
                     self.stage = stage_io(self.spark, self.stage)[0]  # the check scan is not the contender's
                 info.update(io)
@@ -387,6 +395,8 @@ class SizeRun:
         scan_traffic: dict[str, dict[str, Any]] = {}
         scans = [("scan_before", self.base), ("scan_after_minor", clones["minor_count"]),
                  ("scan_after_major", clones["major_count"]), ("scan_floor", floor)]
+        if "minor_convert_count" in clones:
+            scans.append(("scan_after_convert", clones["minor_convert_count"]))
         for r in range(repeat):
             for label, name in M.rotated(scans, order_shift + r):  # type: ignore[arg-type]
                 traffic_before = self.storage.traffic()
@@ -404,7 +414,8 @@ class SizeRun:
         med = {k: v["median_s"] for k, v in times.items()}
         breakdown = {c: M.median_breakdown([M.breakdown_of(d["phases"], s)
                                             for d, s in zip(details[c], samples[c])]) for c in MAJOR}
-        minor_phases = {c: M.median_phases([d["phases"] for d in details[c]]) for c in MINOR}
+        minor_phases = {c: M.median_phases([d["phases"] for d in details[c]])
+                        for c in (*MINOR, *MINOR_CONVERT) if c in details}
         return {
             "size": self.size, "storage": self.storage.name, "contenders": list(self.contenders),
             "format_version": self.format_version, "build": build, "table_before": before,
@@ -647,6 +658,9 @@ def ratios_of(med: dict[str, float]) -> dict[str, float]:
         "minor_none_over_major_none": med["minor_none"] / med["major_none"],
         "minor_count_over_major_count": med["minor_count"] / med["major_count"],
     }
+    if "minor_convert_none" in med:
+        r["minor_convert_none_over_major_none"] = med["minor_convert_none"] / med["major_none"]
+        r["minor_convert_count_over_major_count"] = med["minor_convert_count"] / med["major_count"]
     for baseline in ("parquet", "copy"):  # whichever baselines ran on this storage
         if baseline in med:
             r[f"major_none_over_{baseline}"] = med["major_none"] / med[baseline]
@@ -658,6 +672,9 @@ def ratios_of(med: dict[str, float]) -> dict[str, float]:
             "scan_after_minor_over_after_major": med["scan_after_minor"] / med["scan_after_major"],
             "scan_after_minor_over_floor": med["scan_after_minor"] / med["scan_floor"],
         })
+    if "scan_after_convert" in med:
+        r["scan_before_over_after_convert"] = med["scan_before"] / med["scan_after_convert"]
+        r["scan_after_convert_over_floor"] = med["scan_after_convert"] / med["scan_floor"]
     return {k: round(v, 3) for k, v in r.items()}
 
 
@@ -692,6 +709,17 @@ def judge(per_size: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     goal(f"scan_after_minor_over_floor <= {GOALS['scan_after_minor_over_floor']}",
          {s: per_size[s]["ratios"]["scan_after_minor_over_floor"] for s in judged},
          lambda v: v <= GOALS["scan_after_minor_over_floor"])
+    if all("minor_convert_none_over_major_none" in per_size[s]["ratios"] for s in judged):
+        # Not the issue's goals: the MINOR goal measured on the conversion alone (no fragment merge), reported
+        # beside it to show which part of a MINOR the 0.25 is out of reach for.
+        for level in ("none", "count"):
+            goal(f"(convert only) minor_over_major ({level}) <= {GOALS['minor_over_major']}",
+                 {s: per_size[s]["ratios"][f"minor_convert_{level}_over_major_{level}"] for s in judged},
+                 lambda v: v <= GOALS["minor_over_major"])
+        if all("scan_after_convert_over_floor" in per_size[s]["ratios"] for s in judged):
+            goal(f"(convert only) scan_after_convert_over_floor <= {GOALS['scan_after_minor_over_floor']}",
+                 {s: per_size[s]["ratios"]["scan_after_convert_over_floor"] for s in judged},
+                 lambda v: v <= GOALS["scan_after_minor_over_floor"])
     if "m" in per_size and "l" in per_size:
         values = {c: per_size["l"]["seconds_per_gb"][c] / per_size["m"]["seconds_per_gb"][c] for c in MAJOR}
         goal(f"per_gb_l_over_m <= {GOALS['per_gb_l_over_m']}", values, lambda v: v <= GOALS["per_gb_l_over_m"])
@@ -802,7 +830,7 @@ def render_storage(sizes: dict[str, Any], goals: dict[str, Any], notes: list[str
             f"{st['live_rows']:,} live of {st['data_rows']:,} rows; target {p['target_file_size_bytes'] / MIB:.0f} MiB",
             f"   generator: {st['bytes_written'] / MIB:.0f} MiB in {st['seconds']:.1f} s = {st['mib_per_second']} MiB/s "
             f"(goal >= 50 MB/s); plan(major) rewrites {p['data_files']} files, {p['data_bytes'] / MIB:.0f} MiB",
-            f"   {'contender':<18}{'time':>9}{'s/GB':>8}{'JVM peak':>10}{'py peak':>9}{'read':>9}{'written':>9}"
+            f"   {'contender':<20}{'time':>9}{'s/GB':>8}{'JVM peak':>10}{'py peak':>9}{'read':>9}{'written':>9}"
             f"{'committed':>10}{'files after (data/eq/pos/dv)':>31}",
         ]
         for c in s["contenders"]:
@@ -811,10 +839,12 @@ def render_storage(sizes: dict[str, Any], goals: dict[str, Any], notes: list[str
             after = w.get("after")
             files = (f"{after['data_files']}/{after['equality_delete_files']}/{after['position_delete_files']}/"
                      f"{after['dvs']}" if after else f"{w.get('output_files', '')} parquet files")
-            lines.append(f"   {c:<18}{t:8.2f}s{s['seconds_per_gb'][c]:8.1f}{w['peak_rss_jvm'] / MIB:9.0f}M"
+            lines.append(f"   {c:<20}{t:8.2f}s{s['seconds_per_gb'][c]:8.1f}{w['peak_rss_jvm'] / MIB:9.0f}M"
                          f"{w['peak_rss_python'] / MIB:8.0f}M{w['spark_input_bytes'] / MIB:8.0f}M"
                          f"{w['spark_output_bytes'] / MIB:8.0f}M{w.get('committed_bytes', 0) / MIB:9.0f}M{files:>31}")
-        for c in ("scan_before", "scan_after_minor", "scan_after_major", "scan_floor"):
+        for c in ("scan_before", "scan_after_minor", "scan_after_major", "scan_floor", "scan_after_convert"):
+            if c not in s["times"]:
+                continue
             lines.append(f"   {c:<18}{s['times'][c]['median_s']:8.2f}s")
         lines.append("   ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in s["ratios"].items()))
         if any("s3" in s["work"][c] for c in s["contenders"]):
@@ -855,6 +885,11 @@ def render_storage(sizes: dict[str, Any], goals: dict[str, Any], notes: list[str
     top = sorted(((v["median_s"], p) for p, v in mp.items() if p.count("/") <= 4), reverse=True)[:16]
     lines += [f"where our MINOR (count) spends its time at {last} (inclusive seconds, top call paths):"]
     lines += [f"   {p:<70}{t:8.2f}" for t, p in top]
+    if "minor_convert_count" in sizes[last]["minor_phases"]:
+        mp = sizes[last]["minor_phases"]["minor_convert_count"]
+        top = sorted(((v["median_s"], p) for p, v in mp.items() if p.count("/") <= 4), reverse=True)[:10]
+        lines += [f"where our MINOR, conversion only (count), spends its time at {last} (inclusive seconds):"]
+        lines += [f"   {p:<70}{t:8.2f}" for t, p in top]
     if notes:
         lines += ["", "notes:"] + [f"   {n}" for n in notes]
     return lines

@@ -309,6 +309,60 @@ def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validate
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
+def test_keeps_a_file_group_follows_icebergs_group_filter() -> None:
+    """BinPackRewriteFilePlanner.filterFileGroups: a group is rewritten with two picked files, a delete-heavy one, or
+    more picked bytes than max-file-size-bytes; one picked file alone is dropped."""
+    from compaction.spark.major import _PlannedFile, keeps_a_file_group
+
+    options = {"max-file-size-bytes": "1000"}
+    segment = _PlannedFile(length=900, picked=False, delete_heavy=False, has_deletes=True)
+    fragment = _PlannedFile(length=10, picked=True, delete_heavy=False, has_deletes=True)
+    dead = _PlannedFile(length=900, picked=True, delete_heavy=True, has_deletes=True)
+    huge = _PlannedFile(length=1001, picked=True, delete_heavy=False, has_deletes=False)
+    assert not keeps_a_file_group([], options)
+    assert not keeps_a_file_group([[segment, segment], [segment, fragment], [fragment]], options)
+    assert keeps_a_file_group([[segment, fragment], [fragment, fragment]], options)
+    assert keeps_a_file_group([[segment, dead]], options)
+    assert keeps_a_file_group([[huge]], options)
+
+
+@pytest.mark.parametrize("fragments", [False, True], ids=["nothing-to-merge", "fragments"])
+def test_a_minor_group_with_nothing_to_merge_runs_no_rewrite_action(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch, fragments: bool) -> None:
+    """A MINOR group whose partitions have no two fragment files and no fully deleted file skips Iceberg's rewrite
+    action (and the scans and checks around it): only the conversion commits. With fragments, the action runs."""
+    from compaction.spark import job
+
+    name = f"cdc.nm{int(fragments)}"
+    # Every delete an equality delete: no position delete can make a data file fully deleted.
+    workload = generate(spark, sqlite_catalog, name, WorkloadSpec(
+        seed=43, partitioning="days_ts", days_span=3, commits=3, rows_per_commit=40, evolve_spec=False,
+        use_equality_deletes=True, eq_delete_fraction=1.0))
+    state = inspect_table(sqlite_catalog, name)
+    calls: list[object] = []
+    real = job.rewrite_partition
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(kwargs.get("selection"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(job, "rewrite_partition", counted)
+    overrides = fragment_overrides(state) if fragments else NO_FRAGMENTS
+    compaction_plan, results = _compact(spark, sqlite_catalog, name, CompactionMode.MINOR, ValidationLevel.COUNT,
+                                        overrides)
+    parts = [p for r in results for p in r.partitions]
+    committed = [p for p in parts if p.status == COMMITTED]
+    assert len(committed) >= 2 and len(compaction_plan.groups) == 1, [(p.label, p.status, p.error) for p in parts]
+    assert len(calls) == (1 if fragments else 0), calls
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    after = read_table(table)
+    assert after.rows == workload.expected_rows
+    assert not any(d.delete_kind == "equality" for d in after.delete_files)
+    for p in committed:
+        assert p.validation["result"] == "passed" and p.validation["checks"], p.validation
+        assert (p.rewritten_data_files > 0) == fragments, (p.label, p.rewritten_data_files)
+
+
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, monkeypatch, format_version: int) -> None:

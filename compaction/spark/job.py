@@ -37,6 +37,7 @@ from compaction.spark.major import (
     remove_dangling_deletes,
     rewrite_partition,
     selection_for,
+    selection_rewrites_nothing,
     sleep_backoff,
 )
 from compaction.spark.partition_files import (
@@ -900,6 +901,16 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         if current is None:
             return settled, {}
         base_id, base_seq = int(current.snapshotId()), int(current.sequenceNumber())
+        if selective == "minor" and _nothing_to_merge(spark, plan, table, majors):
+            # Iceberg's planner would keep no file group: no action, and none of the scans and checks around it.
+            # The conversion that follows scans, decides (stale plans included) and validates each partition.
+            _emit(progress, f"icecompact: MINOR file rewrite of {len(majors)} partitions: nothing to merge (fewer "
+                            "than two fragment files and no fully deleted file in each)")
+            for task in majors:
+                key = task.partition
+                settled[key] = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value,
+                                               status=NO_OP, attempts=1, base_snapshot_id=base_id)
+            return settled, {}
         active: list[tuple[CompactionTask, Any, Any, PartitionResult]] = []
         for task in majors:
             key = task.partition
@@ -974,6 +985,18 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                         f"MAJOR of {len(active)} partitions", progress, timed_settle, group)
     _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
     return settled, {}
+
+
+def _nothing_to_merge(spark: Any, plan: CompactionPlan, table: Any, tasks: list[CompactionTask]) -> bool:
+    """Whether the MINOR file rewrite of ``tasks``' partitions would rewrite nothing (one file scan of them all).
+    On error, False: the rewrite then runs and reports as usual."""
+    try:
+        expression = _any_of(spark, [java_partition_expression(spark, table, t.partition) for t in tasks])
+        return selection_rewrites_nothing(spark, table, expression,
+                                          target_file_size_bytes=plan.policy.target_file_size_bytes,
+                                          selection=selection_for(plan.policy, "minor"))
+    except Exception:
+        return False
 
 
 def _group_conflicts(err: CompactionError, keys: list[Any]) -> dict[Any, list[dict[str, Any]]]:
@@ -1297,7 +1320,7 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
         for key, part in settled.items():
             parts.setdefault(key.label(), part)
         for key, part in rewrites.items():
-            if key.label() not in parts:
+            if key.label() not in parts and part.commit_snapshot_ids:  # a rewrite with nothing to merge is no outcome
                 parts[key.label()] = dataclasses.replace(
                     part, reason="file rewrite committed and validated; the job ended before the rest of the work")
         checkpoint(list(parts.values()))

@@ -206,6 +206,39 @@ def _planner_groups(spark: Any, table: Any, expression: Any, options: dict[str, 
     return list(groups.values())
 
 
+def _selection_options(selection: Selection, target_file_size_bytes: int) -> dict[str, str]:
+    options = selection.options()
+    if target_file_size_bytes <= selection.min_file_size_bytes:
+        options["min-file-size-bytes"] = str(max(0, target_file_size_bytes - 1))
+    return options
+
+
+def keeps_a_file_group(groups: list[list[_PlannedFile]], options: dict[str, str]) -> bool:
+    """Whether Iceberg 1.10's bin-pack planner keeps any of ``groups`` under ``options`` without ``rewrite-all`` or
+    a delete-file threshold (a selection's): a group is rewritten when two or more of its files are picked
+    (``enoughInputFiles`` / ``enoughContent`` need ``group.size() > 1``), its picked files hold more than
+    ``max-file-size-bytes`` (``tooMuchContent``), or one is delete-heavy (``tooHighDeleteRatio``); otherwise
+    ``filterFileGroups`` drops it. Errs towards True: a kept group costs the action, a dropped one nothing."""
+    max_size = int(options["max-file-size-bytes"])
+    for group in groups:
+        picked = [f for f in group if f.picked]
+        if len(picked) >= 2 or any(f.delete_heavy for f in picked) or sum(f.length for f in picked) > max_size:
+            return True
+    return False
+
+
+def selection_rewrites_nothing(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
+                               selection: Selection) -> bool:
+    """True when a selective rewrite of ``expression`` (:func:`rewrite_partition` with ``selection``) would
+    rewrite no file: Iceberg's planner keeps no file group (:func:`keeps_a_file_group`). A MINOR of partitions with
+    fewer than two fragment files and no file all of whose rows are deleted is such a case; its file rewrite, with
+    the scans and checks around it, is then skipped (one file scan here instead)."""
+    if selection.rewrite_lone_small_files:
+        return False  # its lone-file options are derived from the groups: not modelled here
+    options = _selection_options(selection, int(target_file_size_bytes))
+    return not keeps_a_file_group(_planner_groups(spark, table, expression, options), options)
+
+
 def _lone_small_file_options(groups: list[list[_PlannedFile]], options: dict[str, str],
                              target_file_size_bytes: int) -> dict[str, str]:
     """Options under which Iceberg also rewrites a small file with deletes that is the only file picked in its group.
@@ -340,9 +373,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
             # rewrite-all picks every file of the filter and keeps every file group).
             options["rewrite-all"] = "true"
     else:
-        options = selection.options()
-        if int(target_file_size_bytes) <= selection.min_file_size_bytes:
-            options["min-file-size-bytes"] = str(max(0, int(target_file_size_bytes) - 1))
+        options = _selection_options(selection, int(target_file_size_bytes))
         if selection.rewrite_lone_small_files:
             groups = _planner_groups(spark, table, expression, options)
             options = _lone_small_file_options(groups, options, int(target_file_size_bytes))
