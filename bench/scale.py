@@ -18,6 +18,9 @@ Contenders per size (order rotated between sizes; ``--repeat`` repeats them, med
 * ``parquet``: ``spark.read.parquet(<the data files our MAJOR rewrites>).write.parquet`` with the table's codec: the
   physical limit of a rewrite (no delete applied, no Iceberg metadata);
 * ``minor_none`` / ``minor_count``: our MINOR of the same partitions, against ``major_none`` / ``major_count``;
+* ``minor_convert_none`` / ``minor_convert_count``: the same MINOR with no file counted a fragment (conversion of
+  the equality deletes and merge of the position deletes only, no file rewritten), against the same, and scanned
+  after (``scan_after_convert``); its goals are reported beside the issue's, marked ``(convert only)``;
 * scans that read every column (``count(*)`` and ``sum(xxhash64(all columns))``): the base table (before), the
   ``minor_count`` clone, the ``major_count`` clone and the floor (a clone of the base whose delete files were all
   removed: the same data files with no delete; different rows, so not checked).
