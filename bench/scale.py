@@ -109,11 +109,12 @@ GOALS = {
     "per_gb_l_over_m": 1.1,
 }
 MAJOR = {"major_none": "none", "major_count": "count", "major_checksum": "checksum"}
-MINOR = {"minor_none": "none", "minor_count": "count"}
-#: The same MINOR with no file counted a fragment (``compaction.fragment-ratio`` so large that target size / ratio is
-#: 0 bytes): it only converts the equality deletes and merges the delete files, the data files stay as they are.
-MINOR_CONVERT = {"minor_convert_none": "none", "minor_convert_count": "count"}
+#: Our MINOR contenders and their validation level. ``minor_convert_*``: the same MINOR with no file counted a
+#: fragment (``compaction.fragment-ratio`` so large that target size / ratio is 0 bytes, see MINOR_OVERRIDES): it
+#: only converts the equality deletes and merges the delete files, the data files stay as they are.
+MINOR = {"minor_none": "none", "minor_count": "count", "minor_convert_none": "none", "minor_convert_count": "count"}
 CONVERT_ONLY = {"fragment_ratio": 1 << 40}
+MINOR_OVERRIDES = {"minor_convert_none": CONVERT_ONLY, "minor_convert_count": CONVERT_ONLY}
 CONTENDERS = ("major_none", "major_count", "major_checksum", "call", "parquet", "minor_none", "minor_count",
               "minor_convert_none", "minor_convert_count")
 STORAGES = ("local", "s3")
@@ -370,10 +371,8 @@ class SizeRun:
                     if contender in MAJOR:
                         elapsed, (_, info), io = self._measure(lambda: self.ours(bench, "major", MAJOR[contender], name))
                     elif contender in MINOR:
-                        elapsed, (_, info), io = self._measure(lambda: self.ours(bench, "minor", MINOR[contender], name))
-                    elif contender in MINOR_CONVERT:
-                        elapsed, (_, info), io = self._measure(
-                            lambda: self.ours(bench, "minor", MINOR_CONVERT[contender], name, CONVERT_ONLY))
+                        elapsed, (_, info), io = self._measure(lambda: self.ours(
+                            bench, "minor", MINOR[contender], name, MINOR_OVERRIDES.get(contender)))
                     else:
                         elapsed, (_, info), io = self._measure(lambda: bench.run_call(name))
                     if contender in clones:  # the previous repeat's clone: only the last one is scanned
@@ -384,7 +383,7 @@ class SizeRun:
                     scan_t, result = M.full_scan(self.spark, self.ref(name))
                     if result != reference:
                         raise BenchmarkError(f"[{self.tag}] {contender}: clone {name} reads {result}, base {reference}")
-                    if (contender in MINOR or contender in MINOR_CONVERT) and info["after"]["equality_delete_files"]:
+                    if contender in MINOR and info["after"]["equality_delete_files"]:
                         raise BenchmarkError(f"[{self.tag}] {contender} left equality deletes: {info['after']}")
                     self.stage = stage_io(self.spark, self.stage)[0]  # the check scan is not the contender's
                 info.update(io)
@@ -417,8 +416,7 @@ class SizeRun:
         med = {k: v["median_s"] for k, v in times.items()}
         breakdown = {c: M.median_breakdown([M.breakdown_of(d["phases"], s)
                                             for d, s in zip(details[c], samples[c])]) for c in MAJOR}
-        minor_phases = {c: M.median_phases([d["phases"] for d in details[c]])
-                        for c in (*MINOR, *MINOR_CONVERT) if c in details}
+        minor_phases = {c: M.median_phases([d["phases"] for d in details[c]]) for c in MINOR if c in details}
         return {
             "size": self.size, "storage": self.storage.name, "contenders": list(self.contenders),
             "format_version": self.format_version, "build": build, "table_before": before,
