@@ -1,16 +1,26 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test` (see README.md).
 SHELL := /bin/bash
+# The Spark line (docs/compatibility.md): 4.1 (default, Scala 2.13) or 3.5 (Scala 2.12), each in a venv of its own
+# with the official Iceberg runtime of that line. `make demo SPARK=3.5`, `make test-smoke SPARK=3.5`.
+SPARK ?= 4.1
+ifeq ($(SPARK),4.1)
 VENV := .venv
+else
+VENV := .venv-spark$(SPARK)
+endif
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
+# The other line CI runs the smoke set on, and the Iceberg release it uses there (the oldest we claim).
+OTHER_SPARK ?= 3.5
+OTHER_ICEBERG ?= 1.10.2
 
 .PHONY: install browser demo demo-s3 test lint typecheck bench bench-scale clean
 
 install:
-	@scripts/install.sh
+	@SPARK=$(SPARK) VENV=$(VENV) scripts/install.sh
 
 browser:
-	@scripts/install.sh --with-browser
+	@SPARK=$(SPARK) VENV=$(VENV) scripts/install.sh --with-browser
 
 # The compaction DAG run for real by `airflow dags test` (Airflow home: $ICECOMPACT_HOME/airflow, default
 # ~/.icecompact/airflow); see README "Airflow". `icecompact demo` is the same without Airflow.
@@ -29,8 +39,17 @@ typecheck: install
 	$(VENV)/bin/mypy compaction/core
 	$(VENV)/bin/mypy --ignore-missing-imports --follow-imports=silent icecompact_airflow dags plugins
 
+# The full suite on the default line, then the smoke set (tests marked `spark_line_smoke`) on the other line with the
+# oldest Iceberg release we claim.
 test: install browser lint typecheck
 	$(PY) -m pytest tests -q
+	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG)
+
+# The smoke set alone on one line: `make test-smoke SPARK=3.5 [ICECOMPACT_ICEBERG_VERSION=1.12.0]`.
+.PHONY: test-smoke
+test-smoke: install
+	@echo ">> smoke set on Spark $(SPARK), Iceberg $${ICECOMPACT_ICEBERG_VERSION:-(the line's default)}"
+	ICECOMPACT_ICEBERG_VERSION=$${ICECOMPACT_ICEBERG_VERSION:-} $(PY) -m pytest tests -q -m spark_line_smoke
 
 bench: install
 	$(PY) bench/inspect_scale.py
@@ -59,7 +78,7 @@ bench-evolved: install
 	$(PY) bench/evolved.py --size $${SIZE:-s} --modes $${MODES:-major,auto}
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
+	rm -rf .venv .venv-spark* build *.egg-info .pytest_cache .mypy_cache
 
 # Metadata path at scale (issue 12): inspect+plan vs Spark at 100k data files (bench/results/inspect_scale.*) and at
 # 1,000,000 data files (bench/results/inspect_scale_1m.*; ~4 min of table building, peak memory, profile).
@@ -109,3 +128,11 @@ bench-idle: install
 .PHONY: bench-maintenance-soak
 bench-maintenance-soak: install
 	$(PY) bench/soak.py --maintenance --minutes $${MINUTES:-30} --formats $${FORMATS:-2,3} --retention-s $${RETENTION:-300}
+
+# Both Spark lines side by side (issue: Spark 4 and 3.5): bench/scale.py at m on Spark 4.1 and on Spark 3.5 (each with
+# its line's default Iceberg), lines alternating, ours and Iceberg's CALL on each (bench/results/spark_lines.*;
+# ~12 min on 2 cores). SIZE=s ROUNDS=1 for a look.
+.PHONY: bench-spark-lines
+bench-spark-lines: install
+	$(MAKE) --no-print-directory install SPARK=3.5
+	$(PY) bench/spark_lines.py --size $${SIZE:-m} --rounds $${ROUNDS:-2}

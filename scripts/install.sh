@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Idempotent set-up: system packages (only when missing), .venv with pinned deps, repaired Iceberg jar.
-# Usage: scripts/install.sh [--with-browser]
+# Idempotent set-up: system packages (only when missing), a venv with pinned deps, the official Iceberg / JDBC jars
+# of its Spark line from Maven Central (pinned, digests checked, cached in ~/.cache/icecompact/maven).
+# Usage: [SPARK=4.1|3.5] [VENV=dir] scripts/install.sh [--with-browser]
+#   SPARK picks the Spark line (default 4.1); its venv is .venv for the default line, .venv-spark<line> otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3.11}
+SPARK=${SPARK:-4.1}
+if [ "$SPARK" = 4.1 ]; then VENV=${VENV:-.venv}; else VENV=${VENV:-.venv-spark$SPARK}; fi
 WITH_BROWSER=0
 [ "${1:-}" = "--with-browser" ] && WITH_BROWSER=1
 
@@ -13,8 +17,7 @@ die() { echo "error: $*" >&2; exit 1; }
 # --- system packages (Debian) --------------------------------------------------------------------
 missing=()
 command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -qE 'version "(17|21)' || missing+=(openjdk-17-jre-headless)
-[ -f /usr/share/java/sqlite-jdbc.jar ] || missing+=(libxerial-sqlite-jdbc-java)
-[ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ "$WITH_BROWSER" = 1 ]; then
   [ -x /usr/bin/chromium ] || missing+=(chromium)
@@ -34,14 +37,20 @@ fi
 # --- Python virtualenv ---------------------------------------------------------------------------
 command -v "$PYTHON" >/dev/null 2>&1 || die "Python 3.11 not found: install python3.11 (or set PYTHON=/path/to/python3.11)"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || die "$PYTHON is not Python 3.11"
-stamp=.venv/.installed-$(cat setup.cfg constraints.txt | sha256sum | cut -c1-16)
+# The line's PySpark pin has one home, compaction/spark/artifacts.py (stdlib only, readable before the venv exists);
+# every other pin is constraints.txt's.
+pyspark_pin=$(PYTHONPATH=. "$PYTHON" -c "import sys; from compaction.spark.artifacts import SPARK_LINES as L
+sys.exit('unknown Spark line $SPARK (supported: ' + ', '.join(L) + ')') if '$SPARK' not in L else print(L['$SPARK'].pyspark)")
+constraints=$(mktemp); trap 'rm -f "$constraints"' EXIT
+grep -v '^pyspark==' constraints.txt > "$constraints"; echo "pyspark==$pyspark_pin" >> "$constraints"
+stamp=$VENV/.installed-$(cat setup.cfg "$constraints" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-  echo ">> pip install -c constraints.txt -e .[test]"
-  .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
-  .venv/bin/pip check >/dev/null || { .venv/bin/pip check; die "pip check failed"; }
-  rm -f .venv/.installed-*; touch "$stamp"
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  echo ">> pip install -c constraints.txt (pyspark==$pyspark_pin) -e .[test] into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$constraints" -e ".[test]"
+  "$VENV/bin/pip" check >/dev/null || { "$VENV/bin/pip" check; die "pip check failed"; }
+  rm -f "$VENV"/.installed-*; touch "$stamp"
 fi
 
-# --- repaired Iceberg runtime companion jar (never committed; cached by jar digest) ---------------
-.venv/bin/python -m compaction.spark.jar_repair
+# --- official jars of the line (never committed; cached, digests checked) --------------------------------------------
+"$VENV/bin/python" -m compaction.spark.artifacts fetch --all

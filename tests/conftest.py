@@ -32,6 +32,36 @@ settings.register_profile("explore", parent=settings.get_profile("ci"), derandom
 settings.load_profile(os.environ.get("ICECOMPACT_HYPOTHESIS_PROFILE", "ci"))
 
 
+#: The smoke set CI also runs on the other Spark line (``make test-smoke SPARK=3.5``, docs/compatibility.md): MINOR
+#: and MAJOR on v2 and v3 tables, an evolved-table scenario, the REST catalog + S3 path, the resident executor,
+#: ``airflow dags test``, maintenance, the post-hoc check and the other engines' reads, plus the jars themselves.
+#: One list, marked at collection (``spark_line_smoke``); a name that no longer matches a test fails the collection.
+SPARK_LINE_SMOKE = (
+    "tests/test_foundation.py::test_the_installed_line_uses_the_official_pinned_jars",
+    "tests/test_foundation.py::test_spark_table_is_loaded_by_pyiceberg_and_back[sqlite]",
+    "tests/test_major.py::test_major_preserves_rows_on_random_cdc_tables[104]",  # v2, two partition fields
+    "tests/test_major.py::test_major_preserves_rows_on_random_cdc_tables[105]",  # v3, evolved spec, PostgreSQL
+    "tests/test_minor.py::test_minor_preserves_rows_and_removes_equality_deletes[306]",  # v2, evolved spec
+    "tests/test_minor.py::test_minor_preserves_rows_and_removes_equality_deletes[312]",  # v3 (DVs), evolved spec
+    "tests/test_evolved_scenarios.py::test_compaction_on_evolved_table[5-auto]",
+    "tests/objectstore/test_s3_run.py::test_run_end_to_end_on_rest_and_s3",
+    "tests/test_executor.py::test_resident_runs_are_recorded_and_share_one_warm_executor",
+    "tests/airflow/test_dag.py::test_dag_test_compacts_with_spark_submit_then_has_nothing_to_do",
+    "tests/test_maintenance.py::test_every_action_keeps_the_rows[3-True]",
+    "tests/test_posthoc.py::test_a_job_killed_between_commit_and_check_is_checked_by_the_next_run",
+    "tests/test_engines.py::test_engines_read_what_spark_reads_after_minor_and_major[311-v3]",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    by_id = {item.nodeid: item for item in items}
+    for nodeid in SPARK_LINE_SMOKE:
+        if nodeid in by_id:
+            by_id[nodeid].add_marker(pytest.mark.spark_line_smoke)
+        elif not config.args or config.args == ["tests"]:
+            raise pytest.UsageError(f"SPARK_LINE_SMOKE names {nodeid}, which is not a test any more")
+
+
 @pytest.fixture(scope="session")
 def run_home() -> Path:
     return _RUN_HOME

@@ -1,4 +1,4 @@
-"""Foundation: the repaired Iceberg jar, catalog configuration and Spark <-> pyiceberg interop."""
+"""Foundation: the official jars of the Spark line, catalog configuration and Spark <-> pyiceberg interop."""
 
 from __future__ import annotations
 
@@ -14,39 +14,64 @@ import pytest
 
 from compaction.catalog import EMBEDDED_CATALOG_NAME, CatalogConfig
 from compaction.core.errors import CatalogError, ConfigError
-from compaction.spark import jar_repair
+from compaction.spark import artifacts
 from compaction.spark.session import SparkSettings, jar_paths, spark_conf
 
 
-def test_companion_jar_relocates_jackson(tmp_path: Path) -> None:
-    runtime = jar_repair.find_runtime_jar()
-    assert jar_repair.needs_repair(runtime), "the bundled runtime is expected to lack relocated Jackson"
-    out = tmp_path / "companion.jar"
-    written = jar_repair.build_companion_jar(runtime, out)
-    assert written > 100
-    with zipfile.ZipFile(out) as zf:
+def test_the_installed_line_uses_the_official_pinned_jars() -> None:
+    """The jars a session gets are Maven Central's files for the installed PySpark's line, byte for byte: each cached
+    file has the pinned digest, and the runtime is built for this Spark and Scala."""
+    line = artifacts.spark_line()
+    release = artifacts.iceberg_release(line)
+    jars = jar_paths(SparkSettings())
+    by_name = {p.name: p for p in jars}
+    runtime = by_name[release.runtime.file_name]
+    assert release.runtime.artifact == f"iceberg-spark-runtime-{line.name}_{line.scala}"
+    for jar in artifacts.jars_for(release):
+        assert artifacts.sha256_of(by_name[jar.file_name]) == jar.sha256, jar.coordinate
+    with zipfile.ZipFile(runtime) as zf:
         names = set(zf.namelist())
-        builder = zf.read(jar_repair.TARGET_PREFIX + "core/JsonFactoryBuilder.class")
-    assert not any(n.startswith(jar_repair.SOURCE_PREFIX) for n in names)
-    # No constant may still point at the parquet-shaded package, and the class name must be the new one.
-    assert b"parquet/shaded" not in builder
-    assert (jar_repair.TARGET_PREFIX + "core/JsonFactoryBuilder").encode() in builder
+    # Self-contained: Jackson and httpclient5 relocated inside it (what the old repaired jar lacked).
+    assert "org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactoryBuilder.class" in names
+    assert "org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients.class" in names
+    assert not any("companion" in p.name for p in jars)
 
 
-def test_relocate_class_rejects_garbage() -> None:
-    with pytest.raises(jar_repair.JarRepairError):
-        jar_repair.relocate_class(b"not a class file")
+def test_a_jar_whose_digest_differs_is_refused(tmp_path: Path) -> None:
+    """A mirror serving another file for a pinned coordinate: nothing is cached and the error names both digests."""
+    release = artifacts.iceberg_release()
+    impostor = tmp_path / "download" / release.aws_bundle.file_name
+    impostor.parent.mkdir()
+    impostor.write_bytes(b"PK\x03\x04 not the published jar")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with pytest.raises(ConfigError, match="does not match the pinned") as caught:
+        artifacts.verified_copy(impostor, release.aws_bundle, cache)
+    assert release.aws_bundle.sha256 in str(caught.value)
+    assert list(cache.iterdir()) == []
+    with pytest.raises(ConfigError, match="make install"):
+        artifacts.cached_path(release.aws_bundle, cache)
 
 
-def test_companion_jar_is_cached(tmp_path: Path) -> None:
-    first = jar_repair.ensure_companion_jar(tmp_path)
-    assert first is not None and first.exists()
-    mtime = first.stat().st_mtime_ns
-    assert jar_repair.ensure_companion_jar(tmp_path) == first
-    assert first.stat().st_mtime_ns == mtime
+def test_constraints_pin_the_default_lines_pyspark() -> None:
+    """constraints.txt (the default venv) and the line table agree on the default line's PySpark."""
+    root = Path(__file__).resolve().parents[1]
+    pins = dict(line.split("==", 1) for line in (root / "constraints.txt").read_text().splitlines() if "==" in line)
+    assert pins["pyspark"] == artifacts.SPARK_LINES[artifacts.SPARK_LINE_DEFAULT].pyspark
 
 
-def test_spark_commits_iceberg_metadata_with_repaired_jar(spark, sqlite_catalog: CatalogConfig) -> None:
+def test_unsupported_lines_and_releases_are_named() -> None:
+    with pytest.raises(ConfigError, match=r"Spark 3\.4\.4 is not a supported line \(supported: 3\.5, 4\.1\)"):
+        artifacts.spark_line("3.4.4")
+    assert artifacts.spark_line("3.5.9").scala == "2.12"
+    with pytest.raises(ConfigError, match=r"Iceberg 1\.9\.2 is not pinned for Spark 4\.1"):
+        artifacts.SPARK_LINES["4.1"].release("1.9.2")
+    oldest = min((r.version for line in artifacts.SPARK_LINES.values() for r in line.releases),
+                 key=lambda v: tuple(int(x) for x in v.split(".")))
+    assert oldest == artifacts.ICEBERG_OLDEST_SUPPORTED
+
+
+def test_spark_commits_iceberg_metadata(spark, sqlite_catalog: CatalogConfig) -> None:
     name = sqlite_catalog.name
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name}.db")
     spark.sql(f"CREATE TABLE {name}.db.t (id BIGINT, v STRING) USING iceberg TBLPROPERTIES ('format-version'='2')")
@@ -55,28 +80,6 @@ def test_spark_commits_iceberg_metadata_with_repaired_jar(spark, sqlite_catalog:
     assert table.metadata.format_version == 2
     assert len(table.metadata.snapshots) == 1
     assert Path(table.metadata_location.removeprefix("file:")).exists()
-
-
-def test_without_companion_jar_metadata_write_fails(tmp_path: Path) -> None:
-    """The bug the repair exists for: with the bare runtime jar, the first metadata write fails."""
-    runtime = jar_repair.find_runtime_jar()
-    script = textwrap.dedent(
-        f"""
-        from pyspark.sql import SparkSession
-        s = (SparkSession.builder.master("local[1]")
-             .config("spark.jars", {str(runtime)!r})
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.catalog.h", "org.apache.iceberg.spark.SparkCatalog")
-             .config("spark.sql.catalog.h.type", "hadoop")
-             .config("spark.sql.catalog.h.warehouse", {(tmp_path / 'wh').as_uri()!r})
-             .getOrCreate())
-        s.sql("CREATE TABLE h.db.t (id BIGINT) USING iceberg")
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-    assert proc.returncode != 0
-    assert "JsonFactoryBuilder" in proc.stderr or "fasterxml/jackson" in proc.stderr
 
 
 def test_spark_table_is_loaded_by_pyiceberg_and_back(spark, any_catalog: CatalogConfig) -> None:
@@ -148,26 +151,33 @@ def test_catalog_errors() -> None:
 
 
 def test_maven_packages_replace_bundled_jars() -> None:
-    settings = SparkSettings(packages="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0")
+    settings = SparkSettings(packages="org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0")
     assert jar_paths(settings) == []
     assert spark_conf(settings, [])["spark.jars.packages"].startswith("org.apache.iceberg:")
-    bundled = jar_paths(SparkSettings())
-    assert any("iceberg-spark-runtime" in p.name for p in bundled)
-    assert any("companion" in p.name for p in bundled)
-    # The REST client's httpclient5 and the AWS SDK for S3FileIO, built by the install.
-    assert any("httpclient5" in p.name for p in bundled) and any("awssdk" in p.name for p in bundled)
+    bundled = {p.name for p in jar_paths(SparkSettings())}
+    release = artifacts.iceberg_release()
+    assert {release.runtime.file_name, release.aws_bundle.file_name} <= bundled
+    assert {j.file_name for j in artifacts.JDBC_DRIVERS} <= bundled
 
 
-def test_users_aws_bundle_replaces_ours(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    """A Spark that has Iceberg's AWS bundle in $SPARK_HOME/jars gets no second AWS SDK from us."""
+def test_a_spark_image_with_its_own_jars_gets_none_of_ours(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A cluster image whose $SPARK_HOME/jars carries Iceberg's runtime, AWS bundle or a JDBC driver keeps its own:
+    no second copy of any of them on one class path."""
     (tmp_path / "jars").mkdir()
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))
-    assert any("awssdk" in p.name for p in jar_paths(SparkSettings()))
-    (tmp_path / "jars" / "iceberg-aws-bundle-1.10.0.jar").write_bytes(b"")
-    jars = jar_paths(SparkSettings())
-    assert not any("awssdk" in p.name for p in jars)
-    assert any("httpclient5" in p.name for p in jars)  # the runtime jar's own gap, which the bundle does not fill
-    assert any("iceberg-spark-runtime" in p.name for p in jars)
+    release = artifacts.iceberg_release()
+    assert release.aws_bundle.file_name in {p.name for p in jar_paths(SparkSettings())}
+    (tmp_path / "jars" / "iceberg-aws-bundle-1.11.0.jar").write_bytes(b"")
+    names = {p.name for p in jar_paths(SparkSettings())}
+    assert not any(n.startswith("iceberg-aws-bundle") for n in names)
+    assert release.runtime.file_name in names
+    (tmp_path / "jars" / "iceberg-spark-runtime-4.1_2.13-1.11.0.jar").write_bytes(b"")
+    (tmp_path / "jars" / "postgresql-42.2.0.jar").write_bytes(b"")
+    names = {p.name for p in jar_paths(SparkSettings())}
+    assert names == {j.file_name for j in artifacts.JDBC_DRIVERS if j.artifact != "postgresql"}
+    monkeypatch.delenv("SPARK_HOME")
+    monkeypatch.setenv("ICECOMPACT_SPARK_HAS_AWS_BUNDLE", "1")
+    assert not any(p.name.startswith("iceberg-aws-bundle") for p in jar_paths(SparkSettings()))
 
 
 def test_rest_catalog_spark_conf_keeps_secrets_apart() -> None:
@@ -193,29 +203,3 @@ def test_rest_catalog_spark_conf_keeps_secrets_apart() -> None:
     # Types whose servers cannot run here are passed through as they are (documented as untested).
     glue = CatalogConfig("g", {"type": "glue", "warehouse": "s3://b/wh"}).spark_conf()
     assert glue["spark.sql.catalog.g.type"] == "glue"
-
-
-def test_object_store_companions_fill_the_runtime_gaps() -> None:
-    """The install-built companions hold httpclient5 where the runtime's REST client looks for it, and the AWS SDK
-    under its own package, with no reference left to the wheel's relocation prefix."""
-    import zipfile
-
-    from compaction.settings import cache_dir
-    from compaction.spark.object_store_jars import AWSSDK_JAR, HTTPCLIENT5_JAR
-
-    runtime = jar_repair.find_runtime_jar()
-    with zipfile.ZipFile(runtime) as zf:
-        rest_client = zf.read("org/apache/iceberg/rest/HTTPClient.class")
-        assert "org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients.class" not in zf.namelist()
-    assert b"org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients" in rest_client
-    with zipfile.ZipFile(cache_dir() / HTTPCLIENT5_JAR) as zf:
-        names = set(zf.namelist())
-        assert "org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients.class" in names
-        assert not any(n.startswith("smfs/") for n in names)
-        assert b"smfs/shaded/org/apache/hc" not in zf.read(
-            "org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients.class")
-    with zipfile.ZipFile(cache_dir() / AWSSDK_JAR) as zf:
-        names = set(zf.namelist())
-        assert "software/amazon/awssdk/services/s3/S3Client.class" in names
-        assert not any("sagemaker" in n for n in names)
-        assert b"smfs/shaded/software" not in zf.read("software/amazon/awssdk/services/s3/DefaultS3Client.class")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import io
 from typing import Any, Iterable, Sequence
 
+from compaction.spark.compat import dataframe_of_table, iceberg_spark_table_at
+
 #: FileIOs that read every location through the Hadoop FileSystem of its scheme, as Spark's file sources do.
 _HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
 #: ResolvingFileIO hands these schemes to S3FileIO / GCSFileIO / ADLSFileIO, the rest to HadoopFileIO.
@@ -122,14 +124,7 @@ def static_table_frame(spark: Any, table: Any, metadata_file: str, snapshot_id: 
     any catalog: Iceberg's static table (``StaticTableOperations``), as ``spark.read.format("iceberg").load(
     <metadata.json>)`` loads it, except that Spark's path loading reads the metadata through Hadoop, which cannot
     open ``s3://`` (see the module doc). A table apart from the catalog's shared instance: any thread may read it."""
-    from pyspark.sql import DataFrame
-
     j = spark.sparkContext._jvm
     operations = j.org.apache.iceberg.StaticTableOperations(metadata_file, table.io())
     static = j.org.apache.iceberg.BaseTable(operations, metadata_file)
-    spark_table = j.org.apache.iceberg.spark.source.SparkTable(static, j.java.lang.Long.valueOf(int(snapshot_id)),
-                                                               False)
-    options = j.org.apache.spark.sql.util.CaseInsensitiveStringMap(j.java.util.HashMap())
-    relation = j.org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation.create(
-        spark_table, j.scala.Option.empty(), j.scala.Option.empty(), options)
-    return DataFrame(j.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, relation), spark)
+    return dataframe_of_table(spark, iceberg_spark_table_at(spark, static, snapshot_id))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from compaction.core.errors import UnsupportedTableError
 from compaction.core.model import PartitionScalar
+from compaction.spark.compat import CACHE_CATALOG_CLASS, CACHE_CATALOG_CONF, stages_rewrites_in_cache_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -47,10 +48,6 @@ def jvm(spark: SparkSession) -> Any:
     return spark.sparkContext._jvm
 
 
-#: The catalog Iceberg's rewrite actions stage their file groups in (IcebergSource.DEFAULT_CACHE_CATALOG).
-CACHE_CATALOG_CONF = "spark.sql.catalog.default_cache_iceberg"
-
-
 def activate(spark: SparkSession) -> None:
     """Make ``spark`` the JVM's active session in the calling thread, with Iceberg's cache catalog registered.
 
@@ -62,8 +59,8 @@ def activate(spark: SparkSession) -> None:
     jss = spark._jsparkSession
     jvm(spark).org.apache.spark.sql.SparkSession.setActiveSession(jss)
     conf = jss.conf()
-    if not conf.contains(CACHE_CATALOG_CONF):
-        conf.set(CACHE_CATALOG_CONF, "org.apache.iceberg.spark.SparkCachedTableCatalog")
+    if not conf.contains(CACHE_CATALOG_CONF) and stages_rewrites_in_cache_catalog(spark):
+        conf.set(CACHE_CATALOG_CONF, CACHE_CATALOG_CLASS)
 
 
 def gateway(spark: SparkSession) -> Any:

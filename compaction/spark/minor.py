@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
 from compaction.core.model import DeleteContent, PartitionKey
 from compaction.spark import jvm as J
+from compaction.spark.compat import read_at_snapshot
 from compaction.spark.file_io_reads import read_parquet_through_file_io, spark_can_read
 from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY, find_tagged_snapshot
 from compaction.spark.partition_files import (
@@ -376,7 +377,7 @@ def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: 
     def applicability() -> Any:
         return spark.createDataFrame(pairs, "__at long, __e long")
 
-    iceberg = spark.read.format("iceberg").option("snapshot-id", str(base_snapshot_id)).load(table_ref)
+    iceberg = read_at_snapshot(spark, table_ref, base_snapshot_id)
     spark_types = {f"c{fid}": iceberg.schema[c].dataType for fid, c in all_columns}
     blocker = raw_read_blocker(spark, table, work, [fid for fid, _ in all_columns]) if raw else "asked for"
     if blocker is None:

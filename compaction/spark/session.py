@@ -1,11 +1,11 @@
 """One source of truth for how Spark is configured: the in-process SparkSession used by tests and tools, and the
 spark-submit command used in production are built from the same :func:`spark_conf` and :func:`jar_paths`.
 
-Jars: the Iceberg Spark runtime from the ``snowpark-connect-deps-iceberg`` wheel plus the companion jar built by
-:mod:`compaction.spark.jar_repair`, the REST client's httpclient5 and the AWS SDK v2 for ``S3FileIO`` built by
-:mod:`compaction.spark.object_store_jars` (both at install time), plus Debian's JDBC drivers. Users who can reach Maven set
-``ICECOMPACT_SPARK_PACKAGES`` (e.g. ``org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0,
-org.postgresql:postgresql:42.7.4``) and the bundled jars are not used.
+Jars: the official Iceberg Spark runtime of the installed Spark line, ``iceberg-aws-bundle`` (the AWS SDK for
+``S3FileIO``) and the JDBC drivers, pinned and fetched from Maven Central into the cache at install time
+(:mod:`compaction.spark.artifacts`). A Spark whose image already carries Iceberg (``$SPARK_HOME/jars``) gets none of
+ours; ``ICECOMPACT_SPARK_PACKAGES`` (e.g. ``org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0,
+org.postgresql:postgresql:42.7.14``) hands resolution to Spark's own ``spark.jars.packages`` instead.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ SPARK_PACKAGES_ENV = "ICECOMPACT_SPARK_PACKAGES"
 SPARK_MASTER_ENV = "ICECOMPACT_SPARK_MASTER"
 SPARK_HAS_AWS_BUNDLE_ENV = "ICECOMPACT_SPARK_HAS_AWS_BUNDLE"
 SPARK_MASTER_DEFAULT = "local[2]"
-JDBC_DRIVER_JARS = (Path("/usr/share/java/sqlite-jdbc.jar"), Path("/usr/share/java/postgresql.jar"))
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 # Sane local defaults; every key can be overridden by SparkSettings.extra_conf.
@@ -61,32 +60,36 @@ class SparkSettings:
 
 
 def jar_paths(settings_: SparkSettings) -> list[Path]:
-    """Local jars Spark needs: empty when the user chose Maven packages."""
+    """Local jars Spark needs: empty when the user chose Maven packages; none of Iceberg's when the Spark image
+    carries its own runtime (the JDBC drivers still, when the image lacks them)."""
     if settings_.packages:
         return []
-    from compaction.spark.jar_repair import ensure_companion_jar, find_runtime_jar
-    from compaction.spark.object_store_jars import object_store_jars
+    from compaction.spark import artifacts
 
-    runtime = find_runtime_jar()
-    jars = [runtime]
-    companion = ensure_companion_jar(settings.cache_dir(), runtime)
-    if companion is not None:
-        jars.append(companion)
-    jars.extend(object_store_jars(settings.cache_dir(), aws_sdk=not provides_aws_bundle()))
-    for driver in JDBC_DRIVER_JARS:
-        if driver.exists():
-            jars.append(driver.resolve())
-    return jars
+    image_jars = spark_home_jar_names()
+    release = artifacts.iceberg_release()
+    wanted = artifacts.jars_for(release, aws_bundle=not provides_aws_bundle())
+    return [artifacts.cached_path(jar) for jar in wanted
+            if not any(name.startswith(jar.artifact + "-") for name in image_jars)
+            and not (jar.artifact.startswith("iceberg-spark-runtime-") and
+                     any(name.startswith("iceberg-spark-runtime-") for name in image_jars))]
+
+
+def spark_home_jar_names() -> frozenset[str]:
+    """The jar file names of ``$SPARK_HOME/jars`` (a cluster image's own), empty without ``SPARK_HOME``."""
+    spark_home = os.environ.get("SPARK_HOME")
+    if not spark_home:
+        return frozenset()
+    return frozenset(p.name for p in (Path(spark_home) / "jars").glob("*.jar"))
 
 
 def provides_aws_bundle() -> bool:
     """True when the user's Spark already has Iceberg's AWS bundle (``$SPARK_HOME/jars/iceberg-aws-bundle-*.jar``,
     or ``ICECOMPACT_SPARK_HAS_AWS_BUNDLE=1`` for a cluster whose image has it where this machine cannot see): then
-    theirs is used, and our AWS SDK companion is not added (two SDK copies on one class path)."""
+    theirs is used and ours is not added (two SDK copies on one class path)."""
     if os.environ.get(SPARK_HAS_AWS_BUNDLE_ENV, "").strip().lower() in ("1", "true", "yes"):
         return True
-    spark_home = os.environ.get("SPARK_HOME")
-    return bool(spark_home) and any((Path(spark_home) / "jars").glob("iceberg-aws-bundle-*.jar"))
+    return any(name.startswith("iceberg-aws-bundle-") for name in spark_home_jar_names())
 
 
 def spark_conf(settings_: SparkSettings, catalogs: Iterable[CatalogConfig]) -> dict[str, str]:
@@ -102,7 +105,7 @@ def spark_conf(settings_: SparkSettings, catalogs: Iterable[CatalogConfig]) -> d
 
 def _check_java() -> None:
     if not (os.environ.get("JAVA_HOME") or any((Path(p) / "java").exists() for p in os.environ.get("PATH", "").split(os.pathsep))):
-        raise ConfigError("java not found: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)")
+        raise ConfigError("java not found: install a Java 17 or 21 runtime (apt-get install openjdk-17-jre-headless)")
 
 
 def build_session(catalogs: Iterable[CatalogConfig], settings_: SparkSettings | None = None) -> SparkSession:

@@ -94,7 +94,8 @@ def find_spark_binary() -> str:
         return found
     raise ConfigError(
         f"{SPARK_SUBMIT} not found next to {sys.executable} nor on PATH: install pyspark into this environment "
-        f"(pip install 'pyspark==3.5.9'), or install Apache Spark 3.5 and put its bin/ on PATH"
+        f"(pip install 'pyspark==4.1.4' or 'pyspark==3.5.9'), or install Apache Spark 4.1 or 3.5 and put its bin/ on "
+        f"PATH"
     )
 
 

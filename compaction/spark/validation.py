@@ -21,6 +21,7 @@ from compaction.core.errors import (
     ConfigError,
     RewriteJobError,
 )
+from compaction.spark.compat import read_at_snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -60,7 +61,7 @@ def fingerprint(spark: SparkSession, table_ref: str, snapshot_id: int, predicate
         return None
     from pyspark.sql import functions as F
 
-    df = spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref).where(predicate)
+    df = read_at_snapshot(spark, table_ref, snapshot_id).where(predicate)
     if level is ValidationLevel.COUNT:
         # Iceberg answers this from manifest metadata (aggregate push-down) when no delete file applies to the
         # scanned files and the predicate selects whole partitions, e.g. right after a MAJOR; otherwise it reads.
@@ -84,7 +85,7 @@ def snapshot_fingerprints(spark: SparkSession, table_ref: str, requests: Sequenc
 
     branches = []
     for i, (snapshot_id, predicate) in enumerate(requests):
-        df = spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref).where(predicate)
+        df = read_at_snapshot(spark, table_ref, snapshot_id).where(predicate)
         checksum = F.sum(_row_hash(df)) if level is ValidationLevel.CHECKSUM else F.lit(None).cast("decimal(38,0)")
         branches.append(df.agg(F.count(F.lit(1)).alias("n"), checksum.alias("h")).select(F.lit(i).alias("i"), "n", "h"))
     rows = {int(r["i"]): r for r in reduce(lambda a, b: a.unionByName(b), branches).collect()}
@@ -156,7 +157,7 @@ def partition_fingerprints_query(spark: SparkSession, table_ref: str, snapshot_i
     for start in range(0, len(predicates), PARTITIONS_PER_JOB):
         chunk = list(predicates[start:start + PARTITIONS_PER_JOB])
         source = frame if frame is not None else (
-            spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(table_ref))
+            read_at_snapshot(spark, table_ref, snapshot_id))
         df = source.where(reduce(lambda a, b: a | b, chunk))
         checksum = level is ValidationLevel.CHECKSUM
         # Each row's hash and predicate values once (a projection: Spark does not inline an expensive expression

@@ -98,27 +98,30 @@ def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogCon
     assert len(parts) >= 2 and len(the_plan.groups) == 1
     assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     for p in parts:
-        assert len(p.commit_snapshot_ids) == 2  # rewrite + dangling-delete cleanup
+        # The rewrite, then the dangling-delete cleanup when anything was left dangling: Iceberg 1.10 leaves the
+        # partition's delete files behind; 1.12's rewrite removes those of the files it replaced itself.
+        assert len(p.commit_snapshot_ids) in (1, 2)
         checks = p.validation["checks"]
-        assert [c["ok"] for c in checks] == [True, True]
-        # The cleanup's "before" is the rewrite's "after": one read, shared.
-        assert checks[1]["parent_id"] == checks[0]["snapshot_id"]
-        assert checks[1]["before"] == checks[0]["after"]
+        assert [c["ok"] for c in checks] == [True] * len(p.commit_snapshot_ids)
+        if len(checks) == 2:  # the cleanup's "before" is the rewrite's "after": one read, shared
+            assert checks[1]["parent_id"] == checks[0]["snapshot_id"]
+            assert checks[1]["before"] == checks[0]["after"]
         # The group's base rows stand for the rows at the parent, which a direct read confirms.
         assert checks[0]["before"] == _direct_before(spark, catalog, "cdc.r", p).to_dict()  # type: ignore[union-attr]
+    commits_of_ours = sum(len(p.commit_snapshot_ids) for p in parts)
     # One group read, at the group's base, from its metadata file, in the background, one predicate per partition.
     assert len(reads.groups) == 1
     snapshot, ref, predicates, thread = reads.groups[0]
     assert snapshot == the_plan.base_snapshot_id and ref.endswith(".metadata.json")
     assert thread.startswith("icecompact-prefetch-group") and len(predicates) == len(parts)
-    if read_ahead_allowed(spark, catalog.name):
-        # PostgreSQL: the rewrite snapshot is read ahead while the cleanup works, then the cleanup's snapshot.
-        assert sorted(sid for sid, _ in reads.single) == sorted(s for p in parts for s in p.commit_snapshot_ids)
-    else:
-        # SQLite: each partition's rewrite + cleanup snapshots in one Spark job.
-        assert not reads.single and sorted(len(b) for b in reads.batches) == [2] * len(parts)
+    # Every commit snapshot of ours read once (PostgreSQL: the rewrite's read ahead while the cleanup works; SQLite:
+    # a partition's commit snapshots in one Spark job).
+    read_commits = [sid for sid, _ in reads.single] + [sid for b in reads.batches for sid, _ in b]
+    assert sorted(read_commits) == sorted(s for p in parts for s in p.commit_snapshot_ids)
+    if not read_ahead_allowed(spark, catalog.name):
+        assert len(reads.batches) + len(reads.single) == len(parts)
     # Nothing read twice, nothing else read.
-    assert len(reads.all()) == len(set(reads.all())) == 3 * len(parts)
+    assert len(reads.all()) == len(set(reads.all())) == len(parts) + commits_of_ours
     assert read_table(catalog.load().load_table(workload.identifier)).rows == workload.expected_rows
 
 
@@ -135,21 +138,23 @@ def test_a_group_action_commits_once_and_validates_each_partition_on_its_own(spa
     assert len(parts) >= 3 and len(the_plan.groups) == 1
     assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     commits = {tuple(p.commit_snapshot_ids) for p in parts}
-    assert len(commits) == 1 and len(next(iter(commits))) == 2  # one rewrite + one cleanup, shared
+    # One rewrite (+ one cleanup when anything dangles, see above), shared by every partition.
+    assert len(commits) == 1 and len(next(iter(commits))) in (1, 2)
+    shared = next(iter(commits))
     table = catalog.load().load_table(workload.identifier)
-    rewrite, cleanup = next(iter(commits))
-    assert table.snapshot_by_id(cleanup).parent_snapshot_id == rewrite
-    assert table.snapshot_by_id(rewrite).parent_snapshot_id == the_plan.base_snapshot_id
+    assert table.snapshot_by_id(shared[0]).parent_snapshot_id == the_plan.base_snapshot_id
+    if len(shared) == 2:
+        assert table.snapshot_by_id(shared[1]).parent_snapshot_id == shared[0]
     for p in parts:
         checks = p.validation["checks"]
-        assert [c["ok"] for c in checks] == [True, True]
+        assert [c["ok"] for c in checks] == [True] * len(shared)
         assert checks[0]["before"] == _direct_before(spark, catalog, "cdc.g", p).to_dict()  # type: ignore[union-attr]
-        assert checks[0]["after"] == checks[1]["before"] == checks[1]["after"] == checks[0]["before"]
+        assert all(c["before"] == c["after"] == checks[0]["before"] for c in checks)
         assert p.after["data_files"] < p.before["data_files"] and p.rewritten_data_files == p.before["data_files"]
     assert sum(p.before["records"] - p.after["records"] for p in parts) > 0  # deletes were applied
     assert len(reads.groups) == 1 and len(reads.groups[0][2]) == len(parts)
-    assert not reads.single and [len(b) for b in reads.batches] == [2 * len(parts)]
-    assert len(reads.all()) == len(set(reads.all())) == 3 * len(parts)
+    assert not reads.single and [len(b) for b in reads.batches] == [len(shared) * len(parts)]
+    assert len(reads.all()) == len(set(reads.all())) == (1 + len(shared)) * len(parts)
     assert read_table(table).rows == workload.expected_rows
     assert not read_table(table).applicable_deletes
 

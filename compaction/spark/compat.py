@@ -1,0 +1,73 @@
+"""What differs between the supported Spark lines (3.5 / Scala 2.12 and 4.x / Scala 2.13) when we reach past
+PySpark's public API into the JVM: one home, so the rest of the code calls these and never asks for the version.
+
+Everything else the Spark-side code does goes through Iceberg's Java API (identical on both lines: the runtime of a
+release is built from one source) or Spark SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def spark_major_version(spark: Any) -> int:
+    return int(str(spark.version).split(".", 1)[0])
+
+
+def dataframe_of_table(spark: Any, spark_table: Any) -> Any:
+    """A DataFrame reading the DataSource V2 ``spark_table`` (e.g. Iceberg's ``SparkTable`` over a static table),
+    without a catalog.
+
+    Spark 4 moved the Dataset implementation to ``org.apache.spark.sql.classic`` and gave
+    ``DataSourceV2Relation.create`` a fifth parameter (a time-travel spec; Scala's default argument is not visible
+    from py4j, so ``None`` is passed as ``Option.empty()``)."""
+    from pyspark.sql import DataFrame
+
+    j = spark.sparkContext._jvm
+    none = j.scala.Option.empty()
+    options = j.org.apache.spark.sql.util.CaseInsensitiveStringMap(j.java.util.HashMap())
+    relations = j.org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
+    if spark_major_version(spark) >= 4:
+        relation = relations.create(spark_table, none, none, options, none)
+        dataset = j.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, relation)
+    else:
+        relation = relations.create(spark_table, none, none, options)
+        dataset = j.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, relation)
+    return DataFrame(dataset, spark)
+
+
+def iceberg_spark_table_at(spark: Any, table: Any, snapshot_id: int) -> Any:
+    """Iceberg's Spark ``SparkTable`` over ``table`` pinned to ``snapshot_id``.
+
+    Iceberg's Spark 4.1 module (1.11+) builds a pinned table with ``SparkTable.create(table, TimeTravel)`` and no
+    longer has the ``SparkTable(table, Long snapshotId, boolean refreshEagerly)`` constructor its Spark 3.5 module
+    keeps; the class is looked up rather than the versions compared, so a runtime that backports either works."""
+    from py4j.java_gateway import JavaClass
+
+    j = spark.sparkContext._jvm
+    time_travel = j.org.apache.iceberg.spark.TimeTravel
+    spark_tables = j.org.apache.iceberg.spark.source.SparkTable
+    if isinstance(time_travel, JavaClass):
+        return spark_tables.create(table, time_travel.version(str(int(snapshot_id))))
+    return spark_tables(table, j.java.lang.Long.valueOf(int(snapshot_id)), False)
+
+
+#: The catalog Iceberg's rewrite actions stage their file groups in (``IcebergSource.DEFAULT_CACHE_CATALOG``) on the
+#: Spark 3.5 module; Iceberg's Spark 4.1 module stages them without a catalog and has no such class.
+CACHE_CATALOG_CONF = "spark.sql.catalog.default_cache_iceberg"
+CACHE_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCachedTableCatalog"
+
+
+def stages_rewrites_in_cache_catalog(spark: Any) -> bool:
+    from py4j.java_gateway import JavaClass
+
+    return isinstance(spark.sparkContext._jvm.org.apache.iceberg.spark.SparkCachedTableCatalog, JavaClass)
+
+
+def read_at_snapshot(spark: Any, table_ref: str, snapshot_id: int) -> Any:
+    """A DataFrame of ``table_ref`` (``cat.ns.t``) as of ``snapshot_id``.
+
+    Spark's own time-travel option, ``versionAsOf`` (Spark 3.3+, turned into a ``TimeTravelSpec`` and handed to the
+    catalog's ``loadTable(ident, version)``), works on every supported line; Iceberg's ``snapshot-id`` read option
+    is refused by its Spark 4.1 module ("no longer supported, use Spark built-in `versionAsOf`")."""
+    return spark.read.format("iceberg").option("versionAsOf", str(int(snapshot_id))).load(table_ref)
