@@ -294,7 +294,7 @@ def measure(sampler: MemorySampler, fn: Any) -> tuple[float, Any, dict[str, int]
 def table_state(spark: Any, catalog: Any, table: str) -> dict[str, Any]:
     ref = f"{catalog.name}.{table}"
     snaps = spark.sql(f"SELECT count(*) AS n FROM {ref}.snapshots").collect()[0]["n"]
-    rows = spark.sql(f"SELECT count(*) AS n, sum(xxhash64(id, v)) AS h FROM {ref}").collect()[0]
+    rows = spark.sql(f"SELECT count(*) AS n, sum(cast(xxhash64(id, v) AS decimal(38,0))) AS h FROM {ref}").collect()[0]
     tbl = catalog.load().load_table(table)
     return {"snapshots": int(snaps), "rows": int(rows["n"]), "checksum": int(rows["h"] or 0),
             "metadata_file_bytes": _local(tbl.metadata_location).stat().st_size,

@@ -71,3 +71,15 @@ def read_at_snapshot(spark: Any, table_ref: str, snapshot_id: int) -> Any:
     catalog's ``loadTable(ident, version)``), works on every supported line; Iceberg's ``snapshot-id`` read option
     is refused by its Spark 4.1 module ("no longer supported, use Spark built-in `versionAsOf`")."""
     return spark.read.format("iceberg").option("versionAsOf", str(int(snapshot_id))).load(table_ref)
+
+
+def position_delete_metrics_config(spark: Any, table: Any) -> Any:
+    """Iceberg's ``MetricsConfig`` for position-delete files: ``forPositionDelete(table)`` up to 1.10, the table
+    argument dropped in 1.11+ (position deletes always get full metrics of both columns)."""
+    from py4j.protocol import Py4JError
+
+    configs = spark.sparkContext._jvm.org.apache.iceberg.MetricsConfig
+    try:
+        return configs.forPositionDelete()
+    except Py4JError:
+        return configs.forPositionDelete(table)

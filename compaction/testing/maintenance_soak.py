@@ -221,9 +221,9 @@ def storage_profile(spark: Any, ref: str, location: str, orphan_age_s: float, no
 
 
 def _checksum(spark: Any, ref: str, snapshot_id: int) -> tuple[int, int]:
-    """(rows, sum of xxhash64 over every column) of the table at ``snapshot_id``: order-independent (the sum wraps
-    at 64 bits the same way whatever the order)."""
-    row = spark.sql(f"SELECT count(*) AS n, coalesce(sum(xxhash64(id, grp, v)), 0) AS h "
+    """(rows, sum of xxhash64 over every column) of the table at ``snapshot_id``: order-independent; summed as
+    decimal, since a 64-bit sum overflows, an error under ANSI mode (Spark 4's default)."""
+    row = spark.sql(f"SELECT count(*) AS n, coalesce(sum(cast(xxhash64(id, grp, v) AS decimal(38,0))), 0) AS h "
                     f"FROM {ref} VERSION AS OF {int(snapshot_id)}").collect()[0]
     return int(row["n"]), int(row["h"])
 

@@ -516,7 +516,8 @@ def _scan(spark: Any, ref: str) -> tuple[float, int]:
     spark.sql(f"REFRESH TABLE {ref}")
     columns = ", ".join(COLUMN_NAMES)
     t0 = time.perf_counter()
-    rows = spark.sql(f"SELECT count(*), sum(xxhash64({columns})) FROM {ref}").collect()[0][0]
+    # decimal: a 64-bit sum of hashes overflows, an error under ANSI mode (Spark 4's default)
+    rows = spark.sql(f"SELECT count(*), sum(cast(xxhash64({columns}) AS decimal(38,0))) FROM {ref}").collect()[0][0]
     return time.perf_counter() - t0, int(rows)
 
 

@@ -217,8 +217,11 @@ def test_major_overtaken_by_a_writer_on_the_rest_catalog_retries(spark, rest_cat
 
     monkeypatch.setattr(partition_files_module, "read_parquet_rows", recorded_read)
     _, majors = _compact(spark, rest_catalog, "s3race.t", CompactionMode.MAJOR, ValidationLevel.COUNT, FULL)
-    assert read_through_file_io, "no partition-scoped position delete was read (through the FileIO)"
     assert [p.status for p in majors] == [COMMITTED], [(p.label, p.status, p.error) for p in majors]
+    if len(majors[0].commit_snapshot_ids) > 1:
+        # A cleanup commit (Iceberg 1.10 leaves the partition-scoped deletes dangling; 1.12's rewrite removes them
+        # itself, and then there is nothing to examine): it found them dangling by reading them through the FileIO.
+        assert read_through_file_io, "no partition-scoped position delete was read (through the FileIO)"
     assert majors[0].conflicts, "the MAJOR overtaken by the writer must have been refused and retried"
     final = read_table(rest_catalog.load().load_table(workload.identifier))
     assert final.rows == expected, "rows lost or resurrected"
