@@ -244,7 +244,7 @@ def test_manifest_rewrite_that_races_a_commit_is_retried_on_the_new_table(  # ty
     jtable.refresh()
     # a manifest and one data file it holds: deleting the file makes Iceberg rewrite that manifest
     doomed = jtable.currentSnapshot().dataManifests(jtable.io()).get(0)
-    files = spark.sparkContext._jvm.org.apache.iceberg.ManifestFiles.read(doomed, jtable.io()).iterator()
+    files = spark.sparkContext._jvm.org.apache.iceberg.ManifestFiles.read(doomed, jtable.io(), jtable.specs()).iterator()
     assert files.hasNext()
     victim = files.next().copy()
     files.close()
