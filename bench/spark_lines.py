@@ -86,7 +86,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]], size: str) -> dict[str, Any
     per_line: dict[str, Any] = {}
     for line, results in runs.items():
         sized = [r["sizes"][size] for r in results]
-        times = {c: statistics.median(s["times"][c] for s in sized) for c in sized[0]["times"]}
+        times = {c: statistics.median(s["times"][c]["median_s"] for s in sized) for c in sized[0]["times"]}
         ratios = {k: statistics.median(s["ratios"][k] for s in sized) for k in COMPARED if k in sized[0]["ratios"]}
         per_line[line] = {"rounds": len(sized), "times_median_s": times, "ratios_median": ratios,
                           "ratios_each": {k: [s["ratios"][k] for s in sized] for k in ratios}}
@@ -136,20 +136,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format-version", type=int, choices=(2, 3), default=2)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of both lines (alternating order)")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "spark_lines")
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="report again from a stored spark_lines.json (its runs), running nothing")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds >= 1")
-    order = line_order(args.rounds)
-    started = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {line: [] for line in LINES}
-    with tempfile.TemporaryDirectory(prefix="spark-lines-") as tmp:
+    if args.from_json:
+        stored = json.loads(args.from_json.read_text())
+        meta = {k: stored[k] for k in ("created_at", "size", "format_version", "rounds", "order", "wall_s", "versions",
+                                       "machine", "command")}
+        args.size = meta["size"]
+        runs = {line: [{"sizes": {args.size: r["size"]}, "_wall_s": r["wall_s"]} for r in rs]
+                for line, rs in stored["runs"].items()}
+    else:
+        order = line_order(args.rounds)
+        started = time.perf_counter()
+        work = Path(tempfile.mkdtemp(prefix="spark-lines-"))  # kept: each scale run's own report (time per phase)
         for i, line in enumerate(order):
-            runs[line].append(run_scale(line, args.size, args.format_version, Path(tmp) / f"scale_{line}_{i}"))
-    meta = {"created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "size": args.size,
-            "format_version": args.format_version, "rounds": args.rounds, "order": order,
-            "wall_s": round(time.perf_counter() - started, 1), "versions": {line: versions(line) for line in LINES},
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-            "command": " ".join([".venv/bin/python", "bench/spark_lines.py", *(argv if argv is not None else sys.argv[1:])])}
+            stem = work / f"scale_spark{line.replace('.', '')}_{i}"
+            runs[line].append(run_scale(line, args.size, args.format_version, stem))
+        print(f"scale reports of each run: {work}", flush=True)
+        meta = {"created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "size": args.size,
+                "format_version": args.format_version, "rounds": args.rounds, "order": order,
+                "wall_s": round(time.perf_counter() - started, 1), "versions": {line: versions(line) for line in LINES},
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                "command": " ".join([".venv/bin/python", "bench/spark_lines.py",
+                                     *(argv if argv is not None else sys.argv[1:])])}
     summary = summarize(runs, args.size)
     text = report(summary, meta)
     print("\n".join(text))
