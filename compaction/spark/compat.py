@@ -14,6 +14,20 @@ def spark_major_version(spark: Any) -> int:
     return int(str(spark.version).split(".", 1)[0])
 
 
+def has_class(spark: Any, name: str) -> bool:
+    """Whether the driver's class path has ``name``: what an Iceberg module offers is asked of the runtime, not
+    inferred from its version, so a runtime that backports a change works too."""
+    from py4j.java_gateway import JavaClass
+
+    return isinstance(_resolve(spark.sparkContext._jvm, name), JavaClass)
+
+
+def _resolve(view: Any, name: str) -> Any:
+    for part in name.split("."):
+        view = getattr(view, part)
+    return view
+
+
 def dataframe_of_table(spark: Any, spark_table: Any) -> Any:
     """A DataFrame reading the DataSource V2 ``spark_table`` (e.g. Iceberg's ``SparkTable`` over a static table),
     without a catalog.
@@ -41,14 +55,11 @@ def iceberg_spark_table_at(spark: Any, table: Any, snapshot_id: int) -> Any:
 
     Iceberg's Spark 4.1 module (1.11+) builds a pinned table with ``SparkTable.create(table, TimeTravel)`` and no
     longer has the ``SparkTable(table, Long snapshotId, boolean refreshEagerly)`` constructor its Spark 3.5 module
-    keeps; the class is looked up rather than the versions compared, so a runtime that backports either works."""
-    from py4j.java_gateway import JavaClass
-
+    keeps (see :func:`has_class`)."""
     j = spark.sparkContext._jvm
-    time_travel = j.org.apache.iceberg.spark.TimeTravel
     spark_tables = j.org.apache.iceberg.spark.source.SparkTable
-    if isinstance(time_travel, JavaClass):
-        return spark_tables.create(table, time_travel.version(str(int(snapshot_id))))
+    if has_class(spark, "org.apache.iceberg.spark.TimeTravel"):
+        return spark_tables.create(table, j.org.apache.iceberg.spark.TimeTravel.version(str(int(snapshot_id))))
     return spark_tables(table, j.java.lang.Long.valueOf(int(snapshot_id)), False)
 
 
@@ -59,9 +70,7 @@ CACHE_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCachedTableCatalog"
 
 
 def stages_rewrites_in_cache_catalog(spark: Any) -> bool:
-    from py4j.java_gateway import JavaClass
-
-    return isinstance(spark.sparkContext._jvm.org.apache.iceberg.spark.SparkCachedTableCatalog, JavaClass)
+    return has_class(spark, CACHE_CATALOG_CLASS)
 
 
 def read_at_snapshot(spark: Any, table_ref: str, snapshot_id: int) -> Any:

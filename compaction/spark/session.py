@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from compaction import settings
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
+from compaction.spark import artifacts
+from compaction.spark.artifacts import MavenJar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,15 +65,16 @@ def jar_paths(settings_: SparkSettings) -> list[Path]:
     carries its own runtime (the JDBC drivers still, when the image lacks them)."""
     if settings_.packages:
         return []
-    from compaction.spark import artifacts
-
     image_jars = spark_home_jar_names()
-    release = artifacts.iceberg_release()
-    wanted = artifacts.jars_for(release, aws_bundle=not provides_aws_bundle())
-    return [artifacts.cached_path(jar) for jar in wanted
-            if not any(name.startswith(jar.artifact + "-") for name in image_jars)
-            and not (jar.artifact.startswith("iceberg-spark-runtime-") and
-                     any(name.startswith("iceberg-spark-runtime-") for name in image_jars))]
+    wanted = artifacts.jars_for(artifacts.iceberg_release(), aws_bundle=not provides_aws_bundle())
+    return [artifacts.cached_path(jar) for jar in wanted if not _image_has(jar, image_jars)]
+
+
+def _image_has(jar: MavenJar, image_jars: frozenset[str]) -> bool:
+    """Whether a Spark image's jars hold ``jar`` in any version (any Iceberg runtime counts as the runtime)."""
+    runtime = "iceberg-spark-runtime-"
+    prefix = runtime if jar.artifact.startswith(runtime) else jar.artifact + "-"
+    return any(name.startswith(prefix) for name in image_jars)
 
 
 def spark_home_jar_names() -> frozenset[str]:
