@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from compaction.core.display import format_bytes, validation_label
 from compaction.core.errors import CompactionError, ConfigError
 
 
@@ -21,14 +22,6 @@ def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from compaction.catalog import CatalogConfig
 
     return CatalogConfig.resolve(args.catalog)
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
 
 
 def _is_number(text: str) -> bool:
@@ -100,7 +93,7 @@ def format_health(state) -> str:  # type: ignore[no-untyped-def]
         ["partition", "data files", "data size", "records", "pos-del files", "eq-del files", "of them global", "DVs",
          "delete ratio"],
         [
-            (r["partition"], r["data_files"], _fmt_bytes(r["data_bytes"]), r["data_records"],
+            (r["partition"], r["data_files"], format_bytes(r["data_bytes"]), r["data_records"],
              r["position_delete_files"], r["equality_delete_files"], r["global_equality_delete_files"],
              r["deletion_vectors"], f"{r['delete_ratio']:.2f}")
             for r in rows
@@ -219,7 +212,7 @@ def format_maintenance_plan(mplan) -> str:  # type: ignore[no-untyped-def]
     s = mplan.stats
     head = (f"maintenance {mplan.plan_id} for {mplan.table}: {s.get('snapshots', 0)} snapshot(s), "
             f"{s.get('manifests', 0)} manifest(s) ({s.get('small_manifests', 0)} small), metadata file "
-            f"{_fmt_bytes(s['metadata_file_bytes']) if 'metadata_file_bytes' in s else '?'}, "
+            f"{format_bytes(s['metadata_file_bytes']) if 'metadata_file_bytes' in s else '?'}, "
             f"{s.get('in_flight', 0)} in flight")
     rows = [(d.action.value, "RUN" if d.run else "-", d.reason) for d in mplan.decisions]
     lines = [head, render_table(["action", "decision", "reason"], rows)]
@@ -246,7 +239,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     print(render_table(
         ["action", "status", "files removed", "bytes removed", "duration", "detail"],
         [(r.action.value, r.status, r.files_removed,
-          "?" if r.bytes_removed is None else _fmt_bytes(r.bytes_removed), f"{r.duration_ms / 1000:.1f}s",
+          "?" if r.bytes_removed is None else format_bytes(r.bytes_removed), f"{r.duration_ms / 1000:.1f}s",
           r.error or ", ".join(f"{k}={v}" for k, v in r.detail.items() if k != "sample"))
          for r in report.results]))
     print(f"maintenance run {report.run_id}: {report.status}")
@@ -262,7 +255,7 @@ def format_plan(result) -> str:  # type: ignore[no-untyped-def]
     for group in result.groups:
         lines.append(
             f"job group {group.group_id}: {len(group.tasks)} task(s), {len(group.partitions)} partition(s), "
-            f"~{_fmt_bytes(group.estimated_cost_bytes)}"
+            f"~{format_bytes(group.estimated_cost_bytes)}"
         )
     for deferred in result.deferred:
         lines.append(f"deferred {deferred.partition.label()}: {deferred.reason}")
@@ -281,16 +274,6 @@ def _parse_overrides(pairs: Sequence[str] | None) -> dict[str, str]:
         key, value = pair.split("=", 1)
         out[key.strip()] = value.strip()
     return out
-
-
-def validation_label(level: str | None, result: str | None) -> str:
-    """How a partition's validation is shown (the Spark job's progress line, the run's before/after table, history,
-    the Airflow UI): ``passed (count)``, ``failed (checksum)``, ``skipped (none)``; ``-`` when nothing was checked.
-    A partition touched by several commits (a file rewrite, its cleanup, a conversion) shows the weakest result
-    among them: every one was checked at the run's level, and one failure is the partition's failure."""
-    if not result:
-        return "-"
-    return f"{result} ({level})" if level else str(result)
 
 
 #: The row of the whole table under the per-partition rows of the before/after table.

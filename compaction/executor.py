@@ -289,36 +289,6 @@ def wait_for_work(ledger: Ledger, item_ids: Iterable[str], *, timeout_s: float |
         time.sleep(poll_s)
 
 
-def settle_queued_runs(ledger: Ledger, table_ref: str, catalog: str, *, grace_s: float = 30.0,
-                       now: Any = None, progress: Callable[[str], None] = lambda _m: None) -> list[str]:
-    """Finish the runs of the table that are still ``running`` although every work item of theirs ended more than
-    ``grace_s`` ago: their waiter died (an Airflow task failed or was killed, a CLI was interrupted). Their items'
-    results are recorded and the runs finished, as the waiter would have done; returns their ids. Runs without work
-    items (spark-submit) are not touched."""
-    import datetime as _dt
-
-    from compaction.core.plan import CompactionPlan
-    from compaction.runner import record_run
-
-    now = now or _dt.datetime.now(_dt.timezone.utc)
-    settled = []
-    for run in ledger.in_flight_runs(table_ref, catalog=catalog):
-        items = ledger.work_items(run_id=run.run_id)
-        if not items or not all(i.status.is_terminal for i in items):
-            continue
-        if any(i.finished_at is not None and (now - i.finished_at).total_seconds() < grace_s for i in items):
-            continue
-        existing = ledger.run(run.run_id)
-        if existing is None or existing.status.is_terminal:
-            continue
-        plan = CompactionPlan.from_json(items[0].plan_json)
-        status = record_run(ledger, run.run_id, plan, group_results(items, [g.group_id for g in plan.groups]),
-                            items[0].validation, progress=progress).status
-        progress(f"run {run.run_id}: its waiter is gone; recorded from its work items: {status.value}")
-        settled.append(run.run_id)
-    return settled
-
-
 def group_results(items: Iterable[Any], group_ids: Iterable[int]) -> list[tuple[int, dict[str, Any] | None, str | None]]:
     """(group, result or checkpoint, error) of every group in ``group_ids`` from terminal work items, as
     :func:`compaction.runner.record_run` takes them; a group no item reports has no result and says so."""

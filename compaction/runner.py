@@ -20,6 +20,7 @@ from compaction.core.partition_filter import PartitionFilter
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
 from compaction.core.planner import plan as make_plan
 from compaction.core.policy import CompactionPolicy
+from compaction.executor import ensure_executor, group_results, wait_for_work
 from compaction.inspect import inspect_table, load_table, table_state
 from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
 from compaction.spark.session import SparkSettings
@@ -128,7 +129,6 @@ def run_table(
     own_ledger = ledger is None
     ledger = ledger or Ledger.open()
     try:
-        from compaction.executor import settle_queued_runs
 
         settle_queued_runs(ledger, identity.dotted, catalog.name, progress=progress)  # runs whose waiter died
         if not dry_run:
@@ -239,7 +239,6 @@ def run_resident(catalog: CatalogConfig, compaction_plan: CompactionPlan, run_id
                  ) -> list[tuple[int, dict[str, Any] | None, str | None]]:
     """Queue the plan's groups as one work item (one rewrite action, as ``submit_together``) for the catalog's
     resident executor, start one when none is alive, wait; (group, result, error) per group."""
-    from compaction.executor import ensure_executor, group_results, wait_for_work
 
     group_ids = [g.group_id for g in compaction_plan.groups]
     item = ledger.enqueue_work(compaction_plan.to_json(), plan_id=compaction_plan.plan_id,
@@ -363,7 +362,7 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
 
 def _recorded_line(outcome: PartitionOutcome) -> str:
     """A partition's outcome as recorded, for the partitions whose final line the job did not print."""
-    from compaction.cli import validation_label
+    from compaction.core.display import validation_label
 
     detail = outcome.reason or outcome.error or ""
     return (f"  {outcome.partition_label}: {outcome.status.value} (recorded) "
@@ -379,6 +378,31 @@ class RecordedRun:
     exit_code: int
     outcomes: tuple[PartitionOutcome, ...]
     errors: tuple[str, ...]
+
+
+def settle_queued_runs(ledger: Ledger, table_ref: str, catalog: str, *, grace_s: float = 30.0,
+                       now: Any = None, progress: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Finish the runs of the table that are still ``running`` although every work item of theirs ended more than
+    ``grace_s`` ago: their waiter died (an Airflow task failed or was killed, a CLI was interrupted). Their items'
+    results are recorded and the runs finished, as the waiter would have done; returns their ids. Runs without work
+    items (spark-submit) are not touched."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    settled = []
+    for run in ledger.in_flight_runs(table_ref, catalog=catalog):
+        items = ledger.work_items(run_id=run.run_id)
+        if not items or not all(i.status.is_terminal for i in items):
+            continue
+        if any(i.finished_at is not None and (now - i.finished_at).total_seconds() < grace_s for i in items):
+            continue
+        existing = ledger.run(run.run_id)
+        if existing is None or existing.status.is_terminal:
+            continue
+        plan = CompactionPlan.from_json(items[0].plan_json)
+        status = record_run(ledger, run.run_id, plan, group_results(items, [g.group_id for g in plan.groups]),
+                            items[0].validation, progress=progress).status
+        progress(f"run {run.run_id}: its waiter is gone; recorded from its work items: {status.value}")
+        settled.append(run.run_id)
+    return settled
 
 
 def record_run(ledger: Ledger, run_id: str, compaction_plan: CompactionPlan,

@@ -84,7 +84,7 @@ class HealthWatcher:
         meanwhile would start a second run of the same work), for at most :data:`PICKUP_TIMEOUT_S`."""
         if self.ledger is None:
             return False
-        from compaction.executor import settle_queued_runs
+        from compaction.runner import settle_queued_runs
 
         # A run whose waiter died would look in flight for ever: finish it from its work items first.
         settle_queued_runs(self.ledger, table_ref, self.catalog.name, now=now, progress=self.progress)

@@ -7,7 +7,7 @@ import datetime as _dt
 import html
 from typing import Any, Mapping, Sequence
 
-from icecompact_airflow.health import _bytes
+from compaction.core.display import format_bytes
 
 RUN_COLOURS = {"succeeded": "#15803d", "failed": "#b91c1c", "needs_attention": "#b91c1c", "partial": "#ea580c",
                "running": "#6b7280", "planned": "#6b7280"}
@@ -170,7 +170,7 @@ def metadata_chart(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[M
     for key, label, colour, is_bytes in METADATA_PANELS:
         points = [(at, float(s[key])) for at, s in zip(times, measured) if s.get(key) is not None]
         top = max([1.0, *(v for _, v in points)])
-        fmt = _bytes if is_bytes else (lambda v: f"{v:.0f}")
+        fmt = format_bytes if is_bytes else (lambda v: f"{v:.0f}")
         latest = fmt(points[-1][1]) if points else "-"
         parts.append(f'<text x="{left}" y="{y + 9}" fill="{colour}">{_e(label)}: {_e(latest)}</text>')
         py = y + 13
@@ -194,7 +194,7 @@ def metadata_chart(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[M
     for at, m in marks:
         status = str(m.get("status") or "")
         removed = "; ".join(f"{a.get('action')}: {a.get('status')}, {a.get('files_removed') or 0} file(s), "
-                            f"{_bytes(a['bytes_removed']) if a.get('bytes_removed') is not None else '?'}"
+                            f"{format_bytes(a['bytes_removed']) if a.get('bytes_removed') is not None else '?'}"
                             for a in m.get("actions") or [])
         x = x_of(at)
         parts.append(f'<line class="maintenance-marker" x1="{x}" y1="10" x2="{x}" y2="{bottom}" '

@@ -15,7 +15,7 @@
 * Spark: the connection ``spark_default`` (provider ``spark`` type); when it does not exist, the master is
   ``$ICECOMPACT_SPARK_MASTER`` or ``local[2]`` in client mode (see :mod:`icecompact_airflow.operators`). The same
   master serves every Spark application a task starts: the per-group spark-submit, the resident executor started
-  when none is alive, and the post-hoc check (:func:`spark_settings`).
+  when none is alive, and the post-hoc check (:func:`icecompact_airflow.hooks.spark_settings`).
 """
 
 from __future__ import annotations
@@ -46,19 +46,6 @@ def get_connection(conn_id: str) -> Any | None:
             except Exception:  # noqa: BLE001 - not defined
                 return None
         return None
-
-
-def spark_settings(conn_id: str | None = None) -> Any:
-    """:class:`~compaction.spark.session.SparkSettings` whose master is the one ``CompactionSubmitOperator`` submits
-    to: the Spark connection ``conn_id`` (``spark_default``) resolved as the provider's hook resolves it, else
-    ``$ICECOMPACT_SPARK_MASTER`` or ``local[2]``. For the Spark applications a task starts itself (a resident
-    executor, the post-hoc check), so that they run where the DAG's spark-submit jobs run."""
-    from compaction.spark.session import SparkSettings
-    from icecompact_airflow import SPARK_CONN_ID
-    from icecompact_airflow.operators import CompactionSparkSubmitHook
-
-    hook = CompactionSparkSubmitHook(conn_id=conn_id or SPARK_CONN_ID)
-    return SparkSettings.from_environment(master=str(hook._connection["master"]))
 
 
 def catalog_conn_id(name: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping, Sequence
 
+from compaction.core.display import format_bytes
+
 HISTORY_RUNS = 20
 DETAILED_RUNS = 5
 
@@ -251,7 +253,7 @@ def render_maintenance(samples: Sequence[Mapping[str, Any]], maintenance: Sequen
                 f'<tr class="maintenance-action">{head}<td>{_e(a.get("action", "-"))}</td>'
                 f'<td class="{"bad" if a.get("status") in ("failed", "refused") else ""}">{_e(a.get("status", ""))}'
                 f'</td><td class="n">{_e(a.get("files_removed", ""))}</td>'
-                f'<td class="n">{_bytes(int(removed)) if removed is not None else ("?" if a else "")}</td>'
+                f'<td class="n">{format_bytes(int(removed)) if removed is not None else ("?" if a else "")}</td>'
                 f'<td class="n">{_duration(a.get("duration_ms")) if a.get("duration_ms") is not None else ""}</td>'
                 f'<td class="reason">{_e(a.get("reason") or "")}</td></tr>')
     body.append("</table>")
@@ -266,7 +268,7 @@ def render_table_page(health: Mapping[str, Any], history: Mapping[str, Any], bas
     per-partition health, run history (ledger runs, and DAG runs for this table not yet in the ledger)."""
     from urllib.parse import quote
 
-    from compaction.cli import validation_label
+    from compaction.core.display import validation_label
     from icecompact_airflow.charts import history_chart
 
     t = health["totals"]
@@ -383,15 +385,6 @@ OVERVIEW_COLUMNS = (("attention", "attention"), ("table", "table"), ("decision",
                     ("", "size"), ("last_run", "last run"), ("", "delete files over time"), ("", "sampled"))
 
 
-def _bytes(n: float) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(n)
-
-
 def _pointers_note(overview: Any) -> str:
     """How fresh the table list is, when it did not come from the catalog database for this answer (REST)."""
     if getattr(overview, "pointers_source", "catalog database") == "catalog database":
@@ -455,7 +448,7 @@ def render_overview(overview: Any, base: str, sort: str = "attention", descendin
                      f'<td class="n deletes{" bad" if s.delete_files else ""}">{s.delete_files} '
                      f'<span class="muted">({s.position_delete_files} / {s.equality_delete_files} / '
                      f'{s.deletion_vectors})</span></td>'
-                     f'<td class="n">{s.delete_ratio * 100:.1f}%</td><td class="n">{_bytes(s.data_bytes)}</td>')
+                     f'<td class="n">{s.delete_ratio * 100:.1f}%</td><td class="n">{format_bytes(s.data_bytes)}</td>')
         run = r.last_run
         if run is None:
             last = '<span class="muted">never</span>'

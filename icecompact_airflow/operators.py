@@ -19,32 +19,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from icecompact_airflow import SPARK_CONN_ID
+from icecompact_airflow.hooks import CompactionSparkSubmitHook
 
 
 #: Environment of spark-submit set from :func:`compaction.spark.submit.submit_env` (client mode).
 _CHILD_ENV = ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYTHONUNBUFFERED")
-
-
-class CompactionSparkSubmitHook(SparkSubmitHook):
-    """The provider's hook with the platform's embedded default when the Spark connection does not exist."""
-
-    def _resolve_connection(self) -> dict[str, Any]:
-        from icecompact_airflow.connections import get_connection
-
-        exists = get_connection(self._conn_id) is not None
-        data = super()._resolve_connection()
-        if not exists:
-            from compaction.spark.session import SparkSettings
-
-            data["master"] = SparkSettings.from_environment().master
-            data["deploy_mode"] = self._deploy_mode or "client"
-            self.log.info("Spark connection %r not defined: using master %s (embedded default)", self._conn_id,
-                          data["master"])
-        return data
 
 
 class CompactionSubmitOperator(SparkSubmitOperator):
@@ -66,7 +48,7 @@ class CompactionSubmitOperator(SparkSubmitOperator):
         self.max_retries = max_retries
         self.max_parallel_jobs = max_parallel_jobs
 
-    def _get_hook(self) -> SparkSubmitHook:
+    def _get_hook(self) -> CompactionSparkSubmitHook:
         # Same arguments as SparkSubmitOperator._get_hook (provider 5.6.0), with our hook class.
         return CompactionSparkSubmitHook(
             conf=self.conf, conn_id=self._conn_id, files=self.files, py_files=self.py_files,

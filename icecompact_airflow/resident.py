@@ -92,7 +92,7 @@ def ensure_executors(ledger: Any, catalogs: Any, *, log: Any) -> None:
     """A live executor for each catalog: started detached on this worker when there is none, on the master of the
     Spark connection (as the ``submit`` path's jobs)."""
     from compaction.executor import ensure_executor
-    from icecompact_airflow.connections import spark_settings
+    from icecompact_airflow.hooks import spark_settings
 
     settings = spark_settings()
     for catalog in catalogs:

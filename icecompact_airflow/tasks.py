@@ -154,13 +154,13 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     partition_filter = compile_partition_filter(table, params.partition_filter, window, table_name=identity.dotted)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     with Ledger.open() as ledger:
-        from compaction.executor import settle_queued_runs
+        from compaction.runner import settle_queued_runs
 
         settle_queued_runs(ledger, identity.dotted, catalog.name, progress=echo)  # runs whose waiter died
         snapshot_id = inspection.get("snapshot_id")
         if not params.dry_run:
             from compaction.runner import check_unchecked_snapshots
-            from icecompact_airflow.connections import spark_settings
+            from icecompact_airflow.hooks import spark_settings
 
             # Our commits no check covered (a job killed between commit and check) are checked first; when one
             # is undone the inspected snapshot is gone from main, so the plan starts from the current one.

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from compaction.cli import format_before_after, validation_label
+from compaction.cli import format_before_after
+from compaction.core.display import validation_label
 from compaction.core.model import PartitionFieldValue, PartitionKey
 from compaction.core.plan import CompactionKind, partition_key_to_dict
 from compaction.ledger import OutcomeStatus, RunStatus

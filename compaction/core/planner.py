@@ -94,6 +94,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 from compaction.core.attribution import NO_GLOBAL_DELETES, GlobalDeleteIndex, PartitionDeletes
+from compaction.core.display import format_bytes
 from compaction.core.errors import ConfigError, PlanningError, UnsupportedTableError
 from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey, PartitionState, TableState
 from compaction.core.partition_filter import PartitionFilter
@@ -145,14 +146,6 @@ def _coerce_mode(mode: CompactionMode | str) -> CompactionMode:
         return CompactionMode(mode)
     except ValueError:
         raise ConfigError(f"invalid compaction mode {mode!r}: expected one of auto, minor, major") from None
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _delete_read_bytes(d: DeleteFileInfo) -> int:
@@ -565,7 +558,7 @@ def _decide_kind(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
     what = "small files" if policy.major_full_rewrite else "small segment files"
     if n_small_counted >= policy.major_small_file_count:
         return CompactionKind.MAJOR, (
-            f"{n_small_counted} {what} (< {_fmt_bytes(policy.small_file_threshold_bytes)}) >= "
+            f"{n_small_counted} {what} (< {format_bytes(policy.small_file_threshold_bytes)}) >= "
             f"{policy.major_small_file_count} -> MAJOR"
         )
     if n_fragments + n_eq >= policy.minor_fragment_file_count:
@@ -661,8 +654,8 @@ def _select(cands: Sequence[_Candidate], policy: CompactionPolicy) -> tuple[list
             reason = f"max partitions per run ({policy.max_partitions_per_run}) reached"
         elif used + c.cost > policy.max_bytes_per_run:
             reason = (
-                f"estimated cost {c.cost} bytes ({_fmt_bytes(c.cost)}) would exceed max bytes per run "
-                f"{policy.max_bytes_per_run} ({_fmt_bytes(policy.max_bytes_per_run)}); {used} bytes already taken"
+                f"estimated cost {c.cost} bytes ({format_bytes(c.cost)}) would exceed max bytes per run "
+                f"{policy.max_bytes_per_run} ({format_bytes(policy.max_bytes_per_run)}); {used} bytes already taken"
             )
         else:
             taken.append(c)

@@ -22,6 +22,7 @@ from compaction.core.errors import (
     RewriteJobError,
     UnsupportedTableError,
 )
+from compaction.core.display import validation_label
 from compaction.core.identifiers import quoted
 from compaction.core.model import DeleteContent, PartitionKey
 from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask, partition_key_to_dict
@@ -1434,7 +1435,6 @@ def final_line(part: PartitionResult) -> str:
     """The partition's one line in the progress stream, printed when its outcome is final: status, the validation
     its commits passed (``passed (count)``; ``-`` when nothing was checked) and the reason of the step that decided
     the status (or the error). Earlier steps print what they do, never a partition's status."""
-    from compaction.cli import validation_label  # one wording for the stream, the run's table and the UI
 
     validation = validation_label(part.validation.get("level"), part.validation.get("result"))
     detail = part.reason or (part.error or "")

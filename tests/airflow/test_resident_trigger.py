@@ -113,7 +113,7 @@ def test_applications_a_task_starts_itself_run_on_the_spark_connections_master(
 
     from compaction.catalog import CatalogConfig
     from compaction.testing.processes import stop_ledger_executors
-    from icecompact_airflow.connections import spark_settings
+    from icecompact_airflow.hooks import spark_settings
     from icecompact_airflow.resident import ensure_executors
 
     monkeypatch.setenv("ICECOMPACT_SPARK_MASTER", "local[2]")
