@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from compaction import settings
 from compaction.core.errors import CatalogError, ConfigError
+from compaction.core.redaction import REDACTED, known_secret_parts, redact_text, redact_url_credentials
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -239,19 +240,13 @@ class CatalogConfig:
             ("s3://", "s3a://"))
 
     def redacted_uri(self) -> str:
-        uri = self.properties.get("uri", "")
-        return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", uri)
+        return redact_url_credentials(self.properties.get("uri", ""))
 
     def describe(self) -> dict[str, str]:
-        return {k: ("***" if k in SECRET_KEYS else (self.redacted_uri() if k == "uri" else v)) for k, v in self.properties.items()}
+        return {k: (REDACTED if k in SECRET_KEYS else (self.redacted_uri() if k == "uri" else v)) for k, v in self.properties.items()}
 
 
 def _redact(text: str, properties: Mapping[str, str]) -> str:
-    """``text`` with every secret value of ``properties`` (and each half of a ``client_id:secret``) masked."""
-    for key in SECRET_KEYS:
-        value = properties.get(key)
-        if value:
-            for part in {value, *value.split(":", 1)[1:]}:
-                if len(part) >= 4:
-                    text = text.replace(part, "***")
-    return text
+    """``text`` with every secret value of ``properties`` masked (and whatever else looks like a password)."""
+    known = [part for key in SECRET_KEYS if properties.get(key) for part in known_secret_parts(properties[key])]
+    return redact_text(text, known)

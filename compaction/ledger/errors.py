@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
 from compaction.core.errors import CompactionError
+from compaction.core.redaction import redact_text
 
 
 
@@ -22,21 +21,7 @@ class UnknownRunError(LedgerError):
 
 
 # ==============================================================================================================
-# Redaction
-
-_URL_PASSWORD = re.compile(r"(?P<prefix>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<password>[^@\s]*)@")
-_KV_PASSWORD = re.compile(r"(?i)\b(?P<key>password|passwd|pwd)(?P<sep>\s*[=:]\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s&;,]+)")
-
-
-def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove passwords from free text: ``scheme://user:pw@`` userinfo, ``password=...`` pairs, known secrets."""
-    out = _URL_PASSWORD.sub(lambda m: f"{m.group('prefix')}:***@", text)
-    out = _KV_PASSWORD.sub(lambda m: f"{m.group('key')}{m.group('sep')}***", out)
-    for secret in secrets:
-        if secret:
-            out = out.replace(secret, "***")
-    return out
-
+# Redaction (the rules: compaction.core.redaction)
 
 def redact_url(url: str | URL) -> str:
     """The URL as a string with the password replaced by ``***`` (also for strings SQLAlchemy cannot parse)."""

@@ -15,7 +15,7 @@ launched the same way everywhere:
 
 Secrets never go to argv (argv is world-readable in ``/proc`` and ends up in logs): the catalog's
 :meth:`~compaction.catalog.CatalogConfig.spark_secret_conf` and any conf entry whose key looks secret
-(:data:`SECRET_KEY_PATTERN`) or whose value carries URL credentials go into a ``0600`` Java properties file
+(:data:`compaction.core.redaction.SECRET_KEY_PATTERN`) or whose value carries URL credentials go into a ``0600`` Java properties file
 in a ``0700`` temp dir, passed with ``--properties-file`` and removed when the job ends.
 
 .. note::
@@ -54,6 +54,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from compaction import settings
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError, ConfigError, RewriteJobError
+from compaction.core.redaction import has_url_credentials, is_secret_key, redact_argv
 from compaction.spark.session import SparkSettings, jar_paths, spark_conf
 
 log = logging.getLogger(__name__)
@@ -67,12 +68,6 @@ PROGRESS_PREFIX = "icecompact:"
 TAIL_LINES = 60
 KILL_GRACE_S = 5.0
 _DRAIN_AFTER_EXIT_S = 2.0
-REDACTED = "***"
-
-# Conf keys whose values are secrets (Spark's own spark.redaction.regex is similar).
-SECRET_KEY_PATTERN = re.compile(r"password|secret|token|credential|access[._-]?key", re.IGNORECASE)
-# user:password@ inside a URL-ish value.
-_URL_CREDENTIALS = re.compile(r"(://[^/@:\s]+):([^/@\s]+)@")
 # Spark's log4j2 default layout: "yy/MM/dd HH:mm:ss LEVEL logger: message".
 _SPARK_LOG_RECORD = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 _SPARK_NOISE = (
@@ -109,12 +104,8 @@ def is_local_master(master: str) -> bool:
     return master.startswith("local")
 
 
-def is_secret_key(key: str) -> bool:
-    return bool(SECRET_KEY_PATTERN.search(key))
-
-
 def _is_secret(key: str, value: str) -> bool:
-    return is_secret_key(key) or bool(_URL_CREDENTIALS.search(value))
+    return is_secret_key(key) or has_url_credentials(value)
 
 
 @dataclass(frozen=True)
@@ -324,14 +315,8 @@ def build_command(
 
 
 def redact(argv: Iterable[str]) -> list[str]:
-    """argv safe to log: values of secret-looking ``key=value`` args and URL passwords replaced by ``***``."""
-    out: list[str] = []
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if sep and not key.startswith("-") and is_secret_key(key):
-            arg = f"{key}={REDACTED}"
-        out.append(_URL_CREDENTIALS.sub(rf"\1:{REDACTED}@", arg))
-    return out
+    """argv safe to log (:func:`compaction.core.redaction.redact_argv`)."""
+    return redact_argv(argv)
 
 
 # ------------------------------------------------------------------------------------------------ properties
