@@ -6,6 +6,7 @@ failure never loses another's committed work: every partition commits on its own
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import time
@@ -138,15 +139,37 @@ def _emit(progress: Callable[[str], None] | None, message: str) -> None:
         progress(message)
 
 
+#: Predicates built in this process, by (session, table UUID, catalog, keys). Validation asks for the same partitions'
+#: predicates many times per group, and each costs a dozen JVM calls per partition field; a partition spec never
+#: changes once written (Iceberg spec: specs are immutable, a change adds a new spec id), so neither does a predicate.
+_PREDICATES: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+_PREDICATES_MAX = 512
+
+
+def _table_identity(table: Any) -> str:
+    try:
+        return f"uuid:{table.uuid()}"
+    except Exception:  # noqa: BLE001 - a format-version 1 table written before table UUIDs existed has none
+        return f"name:{table.name()}:{table.location()}"
+
+
 def rows_predicate(spark: Any, table: Any, catalog_name: str, keys: set[Any]) -> Any:
     """OR of the row predicates of ``keys``; an unpartitioned key means every row."""
     from pyspark.sql import functions as F
 
     if any(k.is_unpartitioned for k in keys):
         return F.lit(True)
+    cache_key = (id(spark), _table_identity(table), catalog_name, frozenset(keys))
+    cached = _PREDICATES.get(cache_key)
+    if cached is not None:
+        _PREDICATES.move_to_end(cache_key)
+        return cached
     condition = F.lit(False)
     for key in sorted(keys, key=lambda k: k.sort_key()):
         condition = condition | spark_partition_predicate(spark, table, catalog_name, key)
+    _PREDICATES[cache_key] = condition
+    if len(_PREDICATES) > _PREDICATES_MAX:
+        _PREDICATES.popitem(last=False)
     return condition
 
 

@@ -40,6 +40,10 @@ BASE_CONF: Mapping[str, str] = {
     "spark.driver.memory": "2g",
     "spark.sql.adaptive.enabled": "true",
     "spark.log.level": "WARN",
+    # PySpark 4 records the Python call site of every Column operation for its error messages (a conf read and two
+    # JVM calls per operation, plus a stack walk): validation builds thousands of partition predicates, which took
+    # longer than the rewrite itself. Errors still name the failing operation.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
