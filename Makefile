@@ -48,7 +48,7 @@ test: install browser lint typecheck
 # The smoke set alone on one line: `make test-smoke SPARK=3.5 [ICECOMPACT_ICEBERG_VERSION=1.12.0]`.
 .PHONY: test-smoke
 test-smoke: install
-	@echo ">> smoke set on Spark $(SPARK), Iceberg $${ICECOMPACT_ICEBERG_VERSION:-(the line's default)}"
+	@echo ">> smoke set on Spark $(SPARK), Iceberg $${ICECOMPACT_ICEBERG_VERSION:-(the default of the line)}"
 	ICECOMPACT_ICEBERG_VERSION=$${ICECOMPACT_ICEBERG_VERSION:-} $(PY) -m pytest tests -q -m spark_line_smoke
 
 bench: install

@@ -192,14 +192,20 @@ class CatalogConfig:
         raise ConfigError(f"catalog {self.name!r}: SQL backend {backend!r} is not supported (sqlite, postgresql)")
 
     def spark_conf(self) -> dict[str, str]:
-        """Spark conf for this catalog, without secrets."""
+        """Spark conf for this catalog, without secrets.
+
+        The catalog's table cache is always off: other writers commit while our jobs run, and a cached instance (kept
+        up to ``cache.expiration-interval-ms``) would serve metadata older than the snapshots we commit and validate
+        through another instance - Spark's time travel then fails with "Cannot find snapshot with ID"."""
         prefix = f"spark.sql.catalog.{self.name}"
+        fresh_metadata = {f"{prefix}.cache-enabled": "false"}
         if not self.is_sql:
             return {f"{prefix}.{k}": v for k, v in self._java_properties().items() if k not in SECRET_KEYS} | {
-                prefix: SPARK_CATALOG_CLASS}
+                prefix: SPARK_CATALOG_CLASS} | fresh_metadata
         jdbc_url, user, _ = self._jdbc()
         conf = {
             prefix: SPARK_CATALOG_CLASS,
+            **fresh_metadata,
             f"{prefix}.type": "jdbc",
             f"{prefix}.uri": jdbc_url,
             # pyiceberg's SqlCatalog writes the V1 schema (with iceberg_type); keep Java on the same layout.

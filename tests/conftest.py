@@ -62,6 +62,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"SPARK_LINE_SMOKE names {nodeid}, which is not a test any more")
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the first test starts a Spark JVM: every Spark driver of the session maps the classes a typical session
+    loads from one class-data-sharing archive (tests/jvm_archive.py) instead of loading them from the jars."""
+    if session.config.option.collectonly or not session.items:
+        return
+    from jvm_archive import spark_submit_opts
+
+    opts = spark_submit_opts()
+    if opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = opts
+
+
 @pytest.fixture(scope="session")
 def run_home() -> Path:
     return _RUN_HOME
@@ -90,8 +102,6 @@ def _register(spark, catalog: CatalogConfig) -> None:  # type: ignore[no-untyped
     from compaction.spark.session import register_catalog
 
     register_catalog(spark, catalog)
-    # Other processes (spark-submit jobs) commit to these tables: never serve a cached, stale table.
-    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,9 @@
 (:func:`compaction.spark.job.run_groups`), so a MINOR of a small table costs its work, not a JVM and a Spark
 application each time.
 
-* Fresh metadata for every item: the catalog's table cache is off in this session (``cache-enabled=false``), so every
-  load reads the table's current metadata; a long-lived session never plans or commits against a stale table.
+* Fresh metadata for every item: the catalog's table cache is off (``cache-enabled=false``, in every catalog's Spark
+  conf: :meth:`compaction.catalog.CatalogConfig.spark_conf`), so every load reads the table's current metadata; a
+  long-lived session never plans or commits against a stale table.
 * The item's lease is renewed by a heartbeat thread while its groups run; checkpoints (what is committed and
   validated so far) go to the item, as the spark-submit job writes them next to its result file. An executor killed
   mid-item leaves a lease that runs out: the item is re-queued or failed by whoever looks next.
@@ -154,8 +155,6 @@ def serve(spark: Any, ledger: Any, executor_id: str, catalog_name: str, *, optio
     from compaction.spark import jvm as J
 
     J.activate(spark)
-    # Every load reads current metadata: no table instance outlives an item (see the module doc).
-    spark.conf.set(f"spark.sql.catalog.{catalog_name}.cache-enabled", "false")
     stop = stop or threading.Event()
     groups_run = 0
     last_beat = 0.0
