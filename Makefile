@@ -45,6 +45,11 @@ test: install browser lint typecheck
 	$(PY) -m pytest tests -q
 	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG)
 
+# The pure tier alone (tests marked `unit`: no JVM, no server), in well under a minute; the tiers are in tests/conftest.py.
+.PHONY: test-fast
+test-fast: install
+	$(PY) -m pytest tests -q -m unit
+
 # The smoke set alone on one line: `make test-smoke SPARK=3.5 [ICECOMPACT_ICEBERG_VERSION=1.12.0]`.
 .PHONY: test-smoke
 test-smoke: install

@@ -53,7 +53,32 @@ SPARK_LINE_SMOKE = (
 )
 
 
+#: Test tiers, one marker each (``make test-fast`` runs ``unit`` alone): ``airflow`` and ``objectstore`` by folder,
+#: ``soak`` by module, ``spark`` for tests that use a Spark session or a throwaway server (by fixture) or say so
+#: themselves (``@pytest.mark.spark``: a spark-submit of their own), ``unit`` for everything else - pure code, the
+#: ledger on SQLite, nothing that starts a JVM.
+TIER_BY_FOLDER = {"tests/airflow/": "airflow", "tests/objectstore/": "objectstore"}
+SOAK_MODULES = ("tests/test_soak.py",)
+HEAVY_FIXTURES = frozenset({"spark", "postgres_cluster", "object_store"})
+JVM_TIERS = frozenset({"spark", "airflow", "objectstore", "soak"})
+
+
+def _tier(item: pytest.Item) -> str:
+    for folder, tier in TIER_BY_FOLDER.items():
+        if item.nodeid.startswith(folder):
+            return tier
+    if item.nodeid.startswith(SOAK_MODULES):
+        return "soak"
+    if item.get_closest_marker("spark") or HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "spark"
+    return "unit"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = _tier(item)
+        if not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
     by_id = {item.nodeid: item for item in items}
     for nodeid in SPARK_LINE_SMOKE:
         if nodeid in by_id:
@@ -65,7 +90,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before the first test starts a Spark JVM: every Spark driver of the session maps the classes a typical session
     loads from one class-data-sharing archive (tests/jvm_archive.py) instead of loading them from the jars."""
-    if session.config.option.collectonly or not session.items:
+    if session.config.option.collectonly or not any(_tier(item) in JVM_TIERS for item in session.items):
         return
     from jvm_archive import spark_submit_opts
 

@@ -266,6 +266,7 @@ def _real_request(tmp_path: Path, mode: str, **plan: Any) -> tuple[SubmitRequest
     return request, script
 
 
+@pytest.mark.spark  # a real spark-submit
 def test_run_submit_real_spark_job(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     request, script = _real_request(tmp_path, "ok", secret="s3cret:with")
     request.result_path.parent.mkdir()
@@ -296,6 +297,7 @@ def test_run_submit_real_spark_job(tmp_path: Path, caplog: pytest.LogCaptureFixt
     assert not properties.parent.exists()  # private temp dir removed
 
 
+@pytest.mark.spark  # a real spark-submit
 def test_run_submit_failure_is_rewrite_job_error(tmp_path: Path) -> None:
     request, script = _real_request(tmp_path, "fail")
     with pytest.raises(RewriteJobError) as info:
@@ -329,6 +331,7 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+@pytest.mark.spark  # a real spark-submit
 def test_run_submit_timeout_kills_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "driver.json"
     request, script = _real_request(tmp_path, "sleep", pid_file=str(pid_file))

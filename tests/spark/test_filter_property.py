@@ -258,6 +258,7 @@ def test_selected_partitions_equal_icebergs_scan_planning(spark: Any, sqlite_cat
         event("exact" if not extra else "Java's null-first comparison")
 
 
+@pytest.mark.spark  # reads what the Spark property test above recorded
 def test_the_property_compared_something(stats: dict[str, int]) -> None:
     """Runs after the property (same module): most generated filters were compared, many selections were equal."""
     print("filter property:", stats)
