@@ -7,10 +7,10 @@ import decimal
 import gc
 import operator
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from compaction.catalog import CatalogConfig
-from compaction.core.errors import CatalogError
+from compaction.core.errors import CatalogError, CompactionError
 from compaction.core.identifiers import parse_table_identifier
 from compaction.core.model import (
     DataFileInfo,
@@ -24,6 +24,7 @@ from compaction.core.model import (
     TableState,
 )
 from compaction.manifests import BOUNDS_DELETES, ManifestCache, live_rows
+from compaction.storage_retry import with_storage_retries
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -64,16 +65,29 @@ def load_table(catalog: CatalogConfig, table_name: str) -> tuple[TableIdentity, 
     except ImportError:  # pragma: no cover
         raise
     try:
-        return identity, pyiceberg_catalog.load_table((*identity.namespace, identity.name))
+        return identity, with_storage_retries(lambda: pyiceberg_catalog.load_table((*identity.namespace, identity.name)),
+                                              what=f"load {identity.dotted}")
     except (NoSuchTableError, NoSuchNamespaceError) as e:
         raise CatalogError(f"table {identity.dotted!r} not found in catalog {catalog.name!r}") from e
+    except CompactionError:
+        raise
     except Exception as e:
         raise CatalogError(f"cannot load table {identity.dotted!r} from catalog {catalog.name!r}: {e}") from e
 
 
 def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None = None, *,
-                manifest_cache: ManifestCache | None = None) -> TableState:
-    """Build the planner's view of ``table`` at ``snapshot_id`` (default: current).
+                manifest_cache: ManifestCache | None = None,
+                progress: Callable[[str], None] | None = None) -> TableState:
+    """Build the planner's view of ``table`` at ``snapshot_id`` (default: current); transient errors of the object
+    store are retried (:func:`compaction.storage_retry.with_storage_retries`: metadata files never change, so the
+    reads can always be repeated)."""
+    return with_storage_retries(lambda: _table_state(table, identity, snapshot_id, manifest_cache=manifest_cache),
+                                what=f"inspect {identity.dotted}", progress=progress)
+
+
+def _table_state(table: Table, identity: TableIdentity, snapshot_id: int | None, *,
+                 manifest_cache: ManifestCache | None) -> TableState:
+    """The planner's view of ``table`` at ``snapshot_id``.
 
     Reads the live manifest entries as plain tuples (:func:`compaction.manifests.live_rows`; column statistics of
     data files are skipped, bounds are read for delete files only) and builds the partitions directly, with the

@@ -137,7 +137,7 @@ def run_table(
                                          spark_settings=spark_settings, progress=progress, now=now,
                                          timeout_s=timeout_s):
                 identity, table = load_table(catalog, table_name)  # a commit of ours was undone: plan what is
-        state = table_state(table, identity)
+        state = table_state(table, identity, progress=progress)
         policy = CompactionPolicy.resolve(state.properties, overrides)
         compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter,
                                     last_minor_at=last_minor_times(ledger, state, policy))

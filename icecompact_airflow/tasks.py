@@ -168,7 +168,7 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
                                          spark_settings=spark_settings(), progress=echo, now=now):
                 identity, table = load_table(catalog, table_name)
                 snapshot_id = None
-        state = table_state(table, identity, snapshot_id)
+        state = table_state(table, identity, snapshot_id, progress=echo)
         policy = CompactionPolicy.resolve(state.properties, params.policy)
         compaction_plan = make_plan(state, policy, params.mode, now, partition_filter=partition_filter,
                                     last_minor_at=last_minor_times(ledger, state, policy))

@@ -84,3 +84,11 @@ class MaintenanceError(CompactionError):
     that action was committed or deleted. Not retryable as such: the next scheduled run plans afresh."""
 
     exit_code = 11
+
+
+class StorageUnavailableError(CompactionError):
+    """The object store (or file system) answered a metadata read with a transient error - S3's 500 InternalError /
+    503 SlowDown, a reset connection, a timeout - on every attempt. Nothing was changed; run again."""
+
+    exit_code = 12
+    retryable = True
