@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from compaction.core.display import format_bytes, validation_label
 from compaction.core.errors import CompactionError, ConfigError
+from compaction.core.run_options import MAX_PARALLEL_JOBS_DEFAULT, MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT, VALIDATION_LEVELS
 
 
 def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -530,10 +531,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "are selected by inclusive projection, as Iceberg's scan planning does (see docs/partition-filters.md)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="policy override (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="plan and record, submit nothing")
-    p.add_argument("--validation", choices=["none", "count", "checksum"], default="count",
-                   help="post-commit check of every compaction snapshot (default count; see docs/validation.md)")
-    p.add_argument("--max-retries", type=int, default=3, help="conflict retries per partition (default 3)")
-    p.add_argument("--max-parallel-jobs", type=int, default=2, help="concurrent spark-submits (1 on SQLite)")
+    p.add_argument("--validation", choices=VALIDATION_LEVELS, default=VALIDATION_DEFAULT,
+                   help=f"post-commit check of every compaction snapshot (default {VALIDATION_DEFAULT}; see docs/validation.md)")
+    p.add_argument("--max-retries", type=int, default=MAX_RETRIES_DEFAULT,
+                   help=f"conflict retries per partition (default {MAX_RETRIES_DEFAULT})")
+    p.add_argument("--max-parallel-jobs", type=int, default=MAX_PARALLEL_JOBS_DEFAULT,
+                   help="concurrent spark-submits (1 on SQLite)")
     p.add_argument("--executor", choices=["submit", "resident"], default="submit",
                    help="submit: a spark-submit per run (default); resident: queue the work for a long-running "
                         "executor of the catalog, started when none is alive (see docs/executors.md)")

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError
+from compaction.core.run_options import posthoc_level
 from compaction.core.model import TableIdentity
 from compaction.core.posthoc import (
     LOOKBACK_SNAPSHOTS_DEFAULT,
@@ -94,7 +95,7 @@ def run_posthoc_checks(ledger: Ledger, identity: TableIdentity, table: Any, chec
     targets = to_validate(pending_checks(ledger, identity, table, now))
     if not targets:
         return []
-    level = validation if validation in ("count", "checksum") else "count"
+    level = posthoc_level(validation)
     progress(f"post-hoc: {len(targets)} snapshot(s) of ours on main were never checked (their job ended between "
              f"commit and check): {', '.join(str(s.snapshot_id) for s in targets)}")
     results = list(checker(identity, [s.snapshot_id for s in targets], level))

@@ -20,6 +20,7 @@ from compaction.core.partition_filter import PartitionFilter
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
 from compaction.core.planner import plan as make_plan
 from compaction.core.policy import CompactionPolicy
+from compaction.core.run_options import MAX_PARALLEL_JOBS_DEFAULT, MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT
 from compaction.executor import ensure_executor, group_results, wait_for_work
 from compaction.inspect import inspect_table, load_table, table_state
 from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
@@ -33,7 +34,6 @@ from compaction.spark.submit import (
     run_submit,
 )
 
-MAX_PARALLEL_JOBS_DEFAULT = 2
 UNSUPPORTED_PREFIX = "unsupported: "
 
 _STATUS_MAP = {
@@ -100,8 +100,8 @@ def run_table(
     partition_filter: str | PartitionFilter | None = None,
     overrides: Mapping[str, object] | None = None,
     dry_run: bool = False,
-    validation: str = "count",
-    max_retries: int = 3,
+    validation: str = VALIDATION_DEFAULT,
+    max_retries: int = MAX_RETRIES_DEFAULT,
     max_parallel_jobs: int = MAX_PARALLEL_JOBS_DEFAULT,
     spark_settings: SparkSettings | None = None,
     ledger: Ledger | None = None,

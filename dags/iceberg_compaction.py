@@ -17,6 +17,14 @@ from typing import Any
 from airflow.sdk import CronDataIntervalTimetable, Param, TriggerRule, dag, get_current_context, task
 
 from compaction.core.queue import EXECUTOR_CHOICES, EXECUTOR_DEFAULT
+from compaction.core.run_options import (
+    MAX_PARALLEL_JOBS_DEFAULT,
+    MAX_PARALLEL_JOBS_LIMIT,
+    MAX_RETRIES_DEFAULT,
+    MAX_RETRIES_LIMIT,
+    VALIDATION_DEFAULT,
+    VALIDATION_LEVELS,
+)
 from icecompact_airflow import (DAG_ID, EXECUTOR_ENV, POOL, SCHEDULE_DEFAULT, SCHEDULE_ENV, WINDOW_CHOICES,
                                 WINDOW_DEFAULT, WINDOW_ENV)
 from icecompact_airflow.operators import CompactionSubmitOperator
@@ -87,10 +95,12 @@ def _items(values: Any) -> list[Any]:
                                               "(pyiceberg's filter language, not SQL; see docs/partition-filters.md)"),
         "dry_run": Param(False, type="boolean", description="plan and record only; no Spark job"),
         "policy": Param({}, type="object", description="policy overrides, e.g. {\"major.delete-ratio\": 0.2}"),
-        "max_parallel_jobs": Param(2, type="integer", minimum=1, maximum=64,
+        "max_parallel_jobs": Param(MAX_PARALLEL_JOBS_DEFAULT, type="integer", minimum=1, maximum=MAX_PARALLEL_JOBS_LIMIT,
                                    description="concurrent Spark jobs (always 1 on a SQLite catalog)"),
-        "validation": Param("count", enum=["none", "count", "checksum"], description="post-commit check: count (default) or checksum"),
-        "max_retries": Param(3, type="integer", minimum=0, maximum=20, description="conflict retries per partition"),
+        "validation": Param(VALIDATION_DEFAULT, enum=list(VALIDATION_LEVELS),
+                            description=f"post-commit check: {VALIDATION_DEFAULT} (default) or checksum"),
+        "max_retries": Param(MAX_RETRIES_DEFAULT, type="integer", minimum=0, maximum=MAX_RETRIES_LIMIT,
+                             description="conflict retries per partition"),
         "catalog": Param(None, type=["null", "string"],
                          description="catalog name (Airflow connection icecompact_catalog_<name>, .pyiceberg.yaml, "
                                      "or the embedded default)"),

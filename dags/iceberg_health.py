@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetWatcher, Param, dag
 
+from compaction.core.run_options import MAX_RETRIES_DEFAULT, MAX_RETRIES_LIMIT, VALIDATION_DEFAULT, VALIDATION_LEVELS
 from compaction.core.triggering import MIN_INTERVAL_SECONDS_DEFAULT, POLL_SECONDS_DEFAULT
 from icecompact_airflow.health_trigger import CompactOnHealthOperator, TableHealthTrigger
 
@@ -50,8 +51,9 @@ def _schedule() -> list[Asset] | None:
         "tables": Param(["*"], type=["array", "string"], description="tables of a manual run (events name theirs)"),
         "catalog": Param(None, type=["null", "string"], description="catalog of a manual run"),
         "policy": Param({}, type="object", description="policy overrides"),
-        "validation": Param("count", enum=["none", "count", "checksum"], description="post-commit check"),
-        "max_retries": Param(3, type="integer", minimum=0, maximum=20, description="conflict retries per partition"),
+        "validation": Param(VALIDATION_DEFAULT, enum=list(VALIDATION_LEVELS), description="post-commit check"),
+        "max_retries": Param(MAX_RETRIES_DEFAULT, type="integer", minimum=0, maximum=MAX_RETRIES_LIMIT,
+                             description="conflict retries per partition"),
         "executor": Param("resident", enum=["resident"], description="the resident executor of the catalog"),
     },
 )

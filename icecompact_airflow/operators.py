@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from compaction.core.run_options import MAX_PARALLEL_JOBS_DEFAULT, MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT
 from icecompact_airflow import SPARK_CONN_ID
 from icecompact_airflow.hooks import CompactionSparkSubmitHook
 
@@ -37,7 +38,8 @@ class CompactionSubmitOperator(SparkSubmitOperator):
     ui_color = "#f4a460"
 
     def __init__(self, *, plan_path: str, group_id: int, result_path: str, catalog_name: str,
-                 validation: str = "count", max_retries: int = 3, max_parallel_jobs: int = 2,
+                 validation: str = VALIDATION_DEFAULT, max_retries: int = MAX_RETRIES_DEFAULT,
+                 max_parallel_jobs: int = MAX_PARALLEL_JOBS_DEFAULT,
                  conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
         super().__init__(conn_id=conn_id, **kwargs)
         self.plan_path = plan_path

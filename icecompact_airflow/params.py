@@ -21,10 +21,15 @@ from compaction.core.intervals import TimeWindow
 from compaction.core.plan import CompactionMode
 from compaction.core.policy import CompactionPolicy
 from compaction.core.queue import EXECUTOR_CHOICES, EXECUTOR_DEFAULT
+from compaction.core.run_options import (
+    MAX_PARALLEL_JOBS_DEFAULT,
+    MAX_PARALLEL_JOBS_LIMIT,
+    MAX_RETRIES_DEFAULT,
+    MAX_RETRIES_LIMIT,
+    VALIDATION_DEFAULT,
+    VALIDATION_LEVELS,
+)
 
-VALIDATION_LEVELS = ("none", "count", "checksum")
-MAX_PARALLEL_JOBS_LIMIT = 64
-MAX_RETRIES_LIMIT = 20
 _PATTERN_PART = re.compile(r"^[A-Za-z0-9_*?]+$")
 _GLOB_CHARS = frozenset("*?")
 
@@ -35,9 +40,9 @@ DEFAULTS: Mapping[str, Any] = {
     "partition_filter": None,
     "dry_run": False,
     "policy": {},
-    "max_parallel_jobs": 2,
-    "validation": "count",
-    "max_retries": 3,
+    "max_parallel_jobs": MAX_PARALLEL_JOBS_DEFAULT,
+    "validation": VALIDATION_DEFAULT,
+    "max_retries": MAX_RETRIES_DEFAULT,
     "catalog": None,
     "window": "auto",
     "executor": EXECUTOR_DEFAULT,
@@ -51,9 +56,9 @@ class RunParams:
     partition_filter: str | None = None  # row-filter text, syntax checked (bound per table by compile_partition_filter)
     dry_run: bool = False
     policy: Mapping[str, object] = field(default_factory=dict)
-    max_parallel_jobs: int = 2
-    validation: str = "count"
-    max_retries: int = 3
+    max_parallel_jobs: int = MAX_PARALLEL_JOBS_DEFAULT
+    validation: str = VALIDATION_DEFAULT
+    max_retries: int = MAX_RETRIES_DEFAULT
     catalog: str | None = None
     window: TimeWindow = TimeWindow.AUTO
     executor: str = EXECUTOR_DEFAULT

@@ -35,6 +35,7 @@ from compaction.core.queue import (
     executor_alive,
     on_expired_lease,
 )
+from compaction.core.run_options import MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT
 from compaction.ledger.base import LedgerMixin
 from compaction.ledger.errors import LedgerError
 from compaction.ledger.records import _jsonable, _utc
@@ -193,7 +194,7 @@ class _Queue(LedgerMixin):
 
     # Work items -------------------------------------------------------------------------------------------------
     def enqueue_work(self, plan_json: str, *, plan_id: str, table_ref: str, catalog: str, group_ids: Sequence[int],
-                     run_id: str | None = None, validation: str = "count", max_retries: int = 3,
+                     run_id: str | None = None, validation: str = VALIDATION_DEFAULT, max_retries: int = MAX_RETRIES_DEFAULT,
                      exclusive: bool = False, max_attempts: int = MAX_ATTEMPTS_DEFAULT,
                      now: _dt.datetime | None = None) -> WorkItem:
         if not group_ids:

@@ -19,6 +19,7 @@ from pathlib import Path
 from compaction.core.errors import CompactionError, ConfigError
 from compaction.core.identifiers import validate_identifier_part
 from compaction.core.plan import CompactionPlan
+from compaction.core.run_options import MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT, VALIDATION_LEVELS
 
 
 def _write(path: Path, payload: dict) -> None:  # type: ignore[type-arg]
@@ -36,15 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--group", required=True, type=int, action="append")
     run.add_argument("--result", required=True, type=Path, action="append")
     run.add_argument("--catalog", required=True)
-    run.add_argument("--validation", default="count")
-    run.add_argument("--max-retries", type=int, default=3)
+    run.add_argument("--validation", choices=VALIDATION_LEVELS, default=VALIDATION_DEFAULT)
+    run.add_argument("--max-retries", type=int, default=MAX_RETRIES_DEFAULT)
     check = sub.add_parser("check", help="post-hoc check of snapshots whose job never checked them")
     check.add_argument("--catalog", required=True)
     check.add_argument("--namespace", required=True, action="append")
     check.add_argument("--name", required=True)
     check.add_argument("--snapshot", required=True, action="append", type=int)
     check.add_argument("--result", required=True, type=Path)
-    check.add_argument("--validation", default="count")
+    check.add_argument("--validation", choices=VALIDATION_LEVELS, default=VALIDATION_DEFAULT)
     serve = sub.add_parser("serve", help="resident executor: run work items from the ledger's queue")
     serve.add_argument("--catalog", required=True)
     serve.add_argument("--executor-id", required=True)

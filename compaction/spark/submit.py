@@ -54,6 +54,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from compaction import settings
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError, ConfigError, RewriteJobError
+from compaction.core.run_options import VALIDATION_DEFAULT, check_validation_level
 from compaction.core.redaction import has_url_credentials, is_secret_key, redact_argv
 from compaction.spark.session import SparkSettings, jar_paths, spark_conf
 
@@ -61,8 +62,6 @@ log = logging.getLogger(__name__)
 
 SPARK_SUBMIT = "spark-submit"
 DEPLOY_MODES = ("client", "cluster")
-VALIDATION_LEVELS = ("none", "count", "checksum")
-VALIDATION_LEVEL_DEFAULT = "count"
 MAX_RETRIES_DEFAULT = 3
 PROGRESS_PREFIX = "icecompact:"
 TAIL_LINES = 60
@@ -125,7 +124,7 @@ class SubmitRequest:
     deploy_mode: str = "client"
     extra_conf: Mapping[str, str] = field(default_factory=dict)
     app_name: str | None = None
-    validation: str = VALIDATION_LEVEL_DEFAULT
+    validation: str = VALIDATION_DEFAULT
     max_retries: int = MAX_RETRIES_DEFAULT
     spark_binary: str | None = None
     jars: tuple[Path, ...] | None = None
@@ -138,8 +137,7 @@ class SubmitRequest:
             raise ConfigError(f"invalid deploy mode {self.deploy_mode!r}: use one of {', '.join(DEPLOY_MODES)}")
         if self.deploy_mode == "cluster" and is_local_master(self.settings.master):
             raise ConfigError(f"deploy mode 'cluster' cannot be used with master {self.settings.master!r}")
-        if self.validation not in VALIDATION_LEVELS:
-            raise ConfigError(f"invalid validation level {self.validation!r}: use one of {', '.join(VALIDATION_LEVELS)}")
+        check_validation_level(self.validation)
         if isinstance(self.group_id, bool) or not isinstance(self.group_id, int) or self.group_id < 0:
             raise ConfigError(f"invalid group id {self.group_id!r}: expected an integer >= 0")
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:

@@ -21,6 +21,7 @@ from compaction.core.errors import (
     ConfigError,
     RewriteJobError,
 )
+from compaction.core.run_options import VALIDATION_DEFAULT, VALIDATION_LEVELS
 from compaction.spark.compat import read_at_snapshot
 
 if TYPE_CHECKING:
@@ -37,12 +38,12 @@ class ValidationLevel(str, enum.Enum):
         try:
             return cls(str(value).lower())
         except ValueError as e:
-            raise ConfigError(f"invalid validation level {value!r}: expected none, count or checksum") from e
+            raise ConfigError(f"invalid validation level {value!r}: expected one of {', '.join(VALIDATION_LEVELS)}") from e
 
 
 # Chosen from bench/results/scale.txt: count catches every lost or resurrected row for +13-38 % over no validation;
 # checksum also catches changed values but reads the table 4-5 times (about 2x a bare rewrite_data_files).
-VALIDATION_LEVEL_DEFAULT = ValidationLevel.COUNT
+VALIDATION_LEVEL_DEFAULT = ValidationLevel(VALIDATION_DEFAULT)
 
 
 @dataclass(frozen=True)
