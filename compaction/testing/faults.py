@@ -1,5 +1,6 @@
-"""Storage faults for tests: an HTTP proxy in front of a real S3 endpoint that answers chosen requests with the errors
-S3 returns in production (``500 InternalError``, ``503 SlowDown``) and forwards everything else unchanged.
+"""Storage and catalog faults for tests: an HTTP proxy in front of a real S3 endpoint or Iceberg REST catalog that
+answers chosen requests with the errors they return in production (S3's ``500 InternalError`` / ``503 SlowDown``, a
+REST commit whose answer is lost after it took effect) and forwards everything else unchanged.
 
 Clients sign their requests for the proxy's address (the ``Host`` header), and the proxy forwards that header as it
 is, so the endpoint checks the signature against the same host: no credentials pass through the proxy's code.
@@ -8,6 +9,7 @@ is, so the endpoint checks the signature against the same host: no credentials p
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ class _Rule:
     path: re.Pattern[str]
     remaining: int
     status: int
+    after_forward: bool = False  # the request reaches the server and takes effect; only its answer is lost
 
 
 class S3FaultProxy:
@@ -54,17 +57,24 @@ class S3FaultProxy:
         with self._lock:
             self._rules.append(_Rule(method, re.compile(path), count, status))
 
+    def lose_answer_of_next(self, count: int, *, method: str = "POST", path: str = ".*", status: int = 503) -> None:
+        """Forward the next ``count`` matching requests - they take effect - and answer them with ``status`` as a
+        gateway does when the server's answer never came back (Iceberg's REST client raises
+        ``CommitStateUnknownException`` for a commit answered 500/502/503/504)."""
+        with self._lock:
+            self._rules.append(_Rule(method, re.compile(path), count, status, after_forward=True))
+
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()
 
-    def _fault_for(self, method: str, path: str) -> int | None:
+    def _fault_for(self, method: str, path: str) -> _Rule | None:
         with self._lock:
             for rule in self._rules:
                 if rule.remaining > 0 and rule.method == method and rule.path.search(path):
                     rule.remaining -= 1
                     self.faults_served += 1
-                    return rule.status
+                    return rule
         return None
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -79,17 +89,9 @@ class S3FaultProxy:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                status = proxy._fault_for(self.command, self.path.split("?", 1)[0])
-                if status is not None:
-                    code, message = _S3_ERRORS[status]
-                    payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                               f"<Message>{message}</Message><RequestId>fault-proxy</RequestId></Error>").encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(payload)
+                rule = proxy._fault_for(self.command, self.path.split("?", 1)[0])
+                if rule is not None and not rule.after_forward:
+                    self._fail(rule.status)
                     return
                 upstream = http.client.HTTPConnection(*proxy._upstream, timeout=60)
                 try:
@@ -99,6 +101,9 @@ class S3FaultProxy:
                     data = response.read()
                     with proxy._lock:
                         proxy.forwarded += 1
+                    if rule is not None:
+                        self._fail(rule.status)
+                        return
                     self.send_response(response.status, response.reason)
                     for key, value in response.getheaders():
                         # A HEAD answer's Content-Length is the object's size (its body is empty): keep it.
@@ -111,6 +116,23 @@ class S3FaultProxy:
                         self.wfile.write(data)
                 finally:
                     upstream.close()
+
+            def _fail(self, status: int) -> None:
+                if self.path.startswith("/v1/"):  # an Iceberg REST catalog: its JSON error model
+                    payload = json.dumps({"error": {"message": "injected: the server's answer was lost",
+                                                    "type": "ServiceFailureException", "code": status}}).encode()
+                    content_type = "application/json"
+                else:
+                    code, message = _S3_ERRORS[status]
+                    payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                               f"<Message>{message}</Message><RequestId>fault-proxy</RequestId></Error>").encode()
+                    content_type = "application/xml"
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
 

@@ -75,3 +75,38 @@ def test_a_store_that_stays_down_fails_with_a_clear_retryable_error(proxy, objec
     assert object_store.secret_key not in str(info.value)
     proxy.clear()
     assert len(inspect_table(catalog, table_name).partitions) == 2  # the table is as it was
+
+
+def test_a_rewrite_commit_whose_answer_is_lost_keeps_every_row_and_file(spark, rest_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                                        object_store, tmp_path) -> None:
+    """The catalog takes the rewrite's commit but its answer is lost (a gateway's 503): Iceberg raises
+    CommitStateUnknownException. Nothing the committed snapshot references may be deleted, no row may change, and the
+    next run finishes the work."""
+    from compaction.core.plan import CompactionMode
+    from compaction.ledger import Ledger, RunStatus
+    from compaction.runner import run_table
+    from compaction.testing.oracle import read_table
+    from compaction.testing.workload import WorkloadSpec, generate
+
+    name = f"lost_{uuid.uuid4().hex[:8]}.t"
+    workload = generate(spark, rest_catalog, name, WorkloadSpec(seed=11, partitioning="days_ts", commits=3))
+    before = read_table(rest_catalog.load().load_table(workload.identifier))
+    assert before.applicable_deletes, "the scenario must start with deletes"
+    with S3FaultProxy(object_store.catalog_uri) as catalog_proxy, \
+            Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        through = CatalogConfig(rest_catalog.name, {**rest_catalog.properties, "uri": catalog_proxy.endpoint})
+        namespace, table = name.split(".")
+        catalog_proxy.lose_answer_of_next(1, method="POST", path=rf"/namespaces/{namespace}/tables/{table}$")
+        lines: list[str] = []
+        first = run_table(through, name, mode=CompactionMode.MAJOR, ledger=ledger, progress=lines.append)
+        assert catalog_proxy.faults_served == 1, lines
+        assert first.status is not RunStatus.RUNNING
+        # Every file of every snapshot the catalog holds is still readable, and the rows are the writer's.
+        after_first = read_table(rest_catalog.load().load_table(workload.identifier))
+        assert after_first.rows == before.rows, lines
+        second = run_table(through, name, mode=CompactionMode.MAJOR, ledger=ledger)
+        assert second.status is RunStatus.SUCCEEDED, second.errors
+    final = read_table(rest_catalog.load().load_table(workload.identifier))
+    assert final.rows == before.rows
+    assert not final.applicable_deletes
+    print(f"first run {first.status.value}: {first.errors}")
