@@ -43,7 +43,7 @@ typecheck: install
 # oldest Iceberg release we claim.
 test: install browser lint typecheck
 	$(PY) -m pytest tests -q
-	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG)
+	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG) JVM_ARCHIVE=0
 
 # The pure tier alone (tests marked `unit`: no JVM, no server), in well under a minute; the tiers are in tests/conftest.py.
 .PHONY: test-fast
@@ -52,9 +52,13 @@ test-fast: install
 
 # The smoke set alone on one line: `make test-smoke SPARK=3.5 [ICECOMPACT_ICEBERG_VERSION=1.12.0]`.
 .PHONY: test-smoke
+# JVM_ARCHIVE=0: no class-data archive for the session's Spark JVMs (tests/jvm_archive.py); building one costs more
+# than the few JVMs of the smoke set save.
+JVM_ARCHIVE ?= 1
 test-smoke: install
-	@echo ">> smoke set on Spark $(SPARK), Iceberg $${ICECOMPACT_ICEBERG_VERSION:-(the default of the line)}"
-	ICECOMPACT_ICEBERG_VERSION=$${ICECOMPACT_ICEBERG_VERSION:-} $(PY) -m pytest tests -q -m spark_line_smoke
+	@echo ">> smoke set on Spark $(SPARK), Iceberg $(or $(ICECOMPACT_ICEBERG_VERSION),(the default of the line))"
+	ICECOMPACT_ICEBERG_VERSION=$(ICECOMPACT_ICEBERG_VERSION) ICECOMPACT_TEST_JVM_ARCHIVE=$(JVM_ARCHIVE) \
+		$(PY) -m pytest tests -q -m spark_line_smoke
 
 bench: install
 	$(PY) bench/inspect_scale.py
