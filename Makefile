@@ -42,7 +42,7 @@ typecheck: install
 # The full suite on the default line, then the smoke set (tests marked `spark_line_smoke`) on the other line with the
 # oldest Iceberg release we claim.
 test: install browser lint typecheck
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q --durations=25
 	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG) JVM_ARCHIVE=0
 
 # The pure tier alone (tests marked `unit`: no JVM, no server), in well under a minute; the tiers are in tests/conftest.py.
