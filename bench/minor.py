@@ -158,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     catalog = CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db", workdir / "warehouse")
     spark = build_session([], SparkSettings(master="local[2]", app_name="bench-minor"))
     register_catalog(spark, catalog)
-    spark.conf.set(f"spark.sql.catalog.{CATALOG_NAME}.cache-enabled", "false")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG_NAME}.clones")
     try:
         spec = _spec(args)

@@ -68,7 +68,6 @@ def _own_postgres_catalog(spark, cluster, tmp_path: Path, prefix: str) -> Catalo
         "warehouse": (tmp_path / "warehouse").as_uri()})
     (tmp_path / "warehouse").mkdir()
     register_catalog(spark, catalog)
-    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
     return catalog
 
 
@@ -97,7 +96,6 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
             # A session of its own has its own catalog manager, which never initialised this catalog.
             job_spark = spark.newSession()
             register_catalog(job_spark, catalog)
-            job_spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
         restarted = threading.Event()
         messages: list[str] = []
         restarting: list[threading.Thread] = []

@@ -97,7 +97,6 @@ def evolved_catalog(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     root: Path = tmp_path_factory.mktemp("evolved")
     catalog = CatalogConfig.sqlite(f"ev_{uuid.uuid4().hex[:8]}", root / "catalog.db", root / "warehouse")
     register_catalog(spark, catalog)
-    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
     previous = spark.conf.get(EXECUTOR_CACHE, None)
     spark.conf.set(EXECUTOR_CACHE, "false")
     yield catalog

@@ -361,7 +361,6 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
         os.environ["ICECOMPACT_LEDGER_URL"] = ledger_url
         os.environ["ICECOMPACT_HOME"] = str(workdir / "home")
         spark = build_session([catalog], SparkSettings(master="local[2]", app_name="icecompact-maintenance-soak"))
-        spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
         ref = f"{catalog.name}.{config.table}"
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog.name}.{NAMESPACE}")
         props = ", ".join(f"'{k}' = '{v}'" for k, v in config.properties().items())  # our own constants

@@ -125,7 +125,6 @@ class SoakWriter:
 
         config = self.config
         spark = build_session([self.catalog], SparkSettings(master="local[1]", app_name="icecompact-soak-writer"))
-        spark.conf.set(f"spark.sql.catalog.{self.catalog.name}.cache-enabled", "false")
         self.spark = spark
         ref = f"{self.catalog.name}.{config.table}"
         self.ref = ref
@@ -663,7 +662,6 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
             from compaction.spark.session import register_catalog
 
             register_catalog(spark, catalog)
-        spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
         ref = f"{catalog.name}.{config.table}"
         # The scan's yardstick: a compacted copy of the table (Spark writes it whole, at the target file size).
         spark.sql(f"CREATE TABLE {reference_of(ref)} USING iceberg TBLPROPERTIES ('format-version' = "

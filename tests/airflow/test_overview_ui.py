@@ -48,7 +48,6 @@ def _build_fleet(spark: Any, catalog: CatalogConfig) -> CatalogConfig:
     from compaction.testing.tables import create_table
 
     register_catalog(spark, catalog)
-    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
     generate(spark, catalog, HEAVY, WorkloadSpec(seed=31, partitioning="days_ts", commits=3, rows_per_commit=20,
                                                  days_span=3))
     catalog.load().load_table(HEAVY).transaction().set_properties(

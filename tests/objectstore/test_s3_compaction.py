@@ -289,7 +289,6 @@ def multipart_catalog(spark, object_store) -> CatalogConfig:  # type: ignore[no-
     catalog = CatalogConfig(f"rm_{uuid.uuid4().hex[:8]}",
                             {**object_store.catalog_properties(), "s3.multipart.part-size-bytes": str(MULTIPART_SIZE)})
     register_catalog(spark, catalog)
-    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")  # spark-submit jobs commit too
     return catalog
 
 

@@ -31,7 +31,6 @@ def _catalog(spark: Any, folder: Path) -> CatalogConfig:
 
     catalog = CatalogConfig.sqlite(f"pf_{uuid.uuid4().hex[:8]}", folder / "catalog.db", folder / "warehouse")
     register_catalog(spark, catalog)
-    spark.conf.set(f"spark.sql.catalog.{catalog.name}.cache-enabled", "false")
     return catalog
 
 
