@@ -41,8 +41,13 @@ typecheck: install
 
 # The full suite on the default line, then the smoke set (tests marked `spark_line_smoke`) on the other line with the
 # oldest Iceberg release we claim.
+# TEST_WORKERS: pytest-xdist processes, each with its own Spark session and servers; modules stay whole on one worker
+# (module fixtures are built once). Most of a test's time is spent waiting on JVMs and servers, so two workers on
+# two cores nearly halve the wall time. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
 test: install browser lint typecheck
-	$(PY) -m pytest tests -q --durations=25
+	$(PY) -m pytest tests -q $(XDIST) --durations=25
 	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG) JVM_ARCHIVE=0
 
 # The pure tier alone (tests marked `unit`: no JVM, no server), in well under a minute; the tiers are in tests/conftest.py.
@@ -58,7 +63,7 @@ JVM_ARCHIVE ?= 1
 test-smoke: install
 	@echo ">> smoke set on Spark $(SPARK), Iceberg $(or $(ICECOMPACT_ICEBERG_VERSION),(the default of the line))"
 	ICECOMPACT_ICEBERG_VERSION=$(ICECOMPACT_ICEBERG_VERSION) ICECOMPACT_TEST_JVM_ARCHIVE=$(JVM_ARCHIVE) \
-		$(PY) -m pytest tests -q -m spark_line_smoke
+		$(PY) -m pytest tests -q $(XDIST) -m spark_line_smoke
 
 bench: install
 	$(PY) bench/inspect_scale.py

@@ -14,6 +14,7 @@ The archive is built once per Spark line, JDK and set of jars (one Iceberg sessi
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -121,13 +122,17 @@ def spark_submit_opts() -> str | None:
     if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "no"):
         return None
     target = archive_path()
-    if not target.exists():
-        started = time.monotonic()
-        try:
-            _build(target)
-        except (OSError, RuntimeError, subprocess.SubprocessError, ValueError, IndexError) as e:
-            print(f"\nJVM class-data archive not built ({e}); Spark JVMs start without it", file=sys.stderr)
-            return None
-        print(f"\nJVM class-data archive built in {time.monotonic() - started:.0f} s: {target}", file=sys.stderr)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # The suite runs in several worker processes (pytest-xdist): one builds, the others wait for its archive.
+    with open(target.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            started = time.monotonic()
+            try:
+                _build(target)
+            except (OSError, RuntimeError, subprocess.SubprocessError, ValueError, IndexError) as e:
+                print(f"\nJVM class-data archive not built ({e}); Spark JVMs start without it", file=sys.stderr)
+                return None
+            print(f"\nJVM class-data archive built in {time.monotonic() - started:.0f} s: {target}", file=sys.stderr)
     existing = os.environ.get("SPARK_SUBMIT_OPTS", "")
     return f"{existing} -XX:SharedArchiveFile={target} {QUIET_JVM_LOG}".strip()

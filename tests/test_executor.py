@@ -73,7 +73,9 @@ def test_resident_runs_are_recorded_and_share_one_warm_executor(spark, sqlite_ca
         assert len(items) == 1 and items[0].status is WorkStatus.DONE and items[0].executor_id == started
         assert any("queued as work item" in line for line in lines)
         reports.append(report)
-    # Both runs on the same Spark application (generation 1), which counted both.
+    # Both runs on the same Spark application (generation 1), which counted both. The count reaches the ledger with
+    # the executor's next heartbeat, after the work item is marked done (which is what ended run_table's wait).
+    _wait(lambda: sum(r.groups_run for r in ledger.executors()) >= 2, 60, "the executor's heartbeat after the 2nd item")
     (record,) = ledger.executors()
     assert record.executor_id == started and record.generation == 1 and record.groups_run >= 2
     assert record.status in ("idle", "busy") and record.heap_used_mb
