@@ -1,6 +1,6 @@
 """Per-partition file statistics of an Iceberg table through Spark's ``<table>.files`` metadata table.
 
-This is what the alternative to ``compaction.inspect`` costs: Spark loads the table, reads every manifest through
+This is what the alternative to ``compaction.metadata.inspect`` costs: Spark loads the table, reads every manifest through
 the ``files`` metadata table and aggregates per (spec_id, partition, content): file count, bytes, records.
 
 Used two ways by ``bench/inspect_scale.py``:

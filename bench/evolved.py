@@ -1,7 +1,7 @@
 """Evolved-table benchmark (issue 28): an Iceberg table whose partition spec evolved half-way runs within 1.3x the time
 of a single-spec table with the same data and deletes, and never slower than Iceberg's own full rewrite of it.
 
-Tables, at a size of the bulk generator (``compaction.testing.bulk``, ``s`` by default, as in ``bench/scale.py``), same
+Tables, at a size of the bulk generator (``icecompact_testing.bulk``, ``s`` by default, as in ``bench/scale.py``), same
 seed, so the same rows, files contents and deletes:
 
 * ``single``: the bulk table as ``bench/scale.py`` builds it (``days(ts)`` from the start: every equality delete is
@@ -14,7 +14,7 @@ seed, so the same rows, files contents and deletes:
 Contenders, each on its own clone (``register_table`` from the table's metadata file: same snapshots, sequence numbers
 and files), all in one run:
 
-* ``ours``: ``compaction.runner.run_table`` (inspect, plan, one spark-submit per job group, record) as a user's
+* ``ours``: ``compaction.ops.runner.run_table`` (inspect, plan, one spark-submit per job group, record) as a user's
   ``icecompact run --mode M`` runs it, for each mode of ``--modes`` on each table, validation ``count``;
 * ``call``: ``CALL system.rewrite_data_files`` (delete-file-threshold 1: every file a delete applies to, starting
   sequence number kept, dangling deletes removed) then ``CALL system.rewrite_position_delete_files``
@@ -73,8 +73,8 @@ def build_evolved(spark: Any, catalog_cfg: Any, name: str, spec: Any, log: Any) 
 
     from compaction.spark import equality_deletes as E
     from compaction.spark import jvm as J
-    from compaction.testing import bulk
-    from compaction.testing.tables import create_table as create_iceberg_table
+    from icecompact_testing import bulk
+    from compaction.demo.tables import create_table as create_iceberg_table
 
     ref = f"{catalog_cfg.name}.{NAMESPACE}.{name}"
     columns = ", ".join(f"{c} {t}" for c, t in bulk.COLUMNS)
@@ -178,7 +178,7 @@ class Bench:
     def run_ours(self, base: str, mode: str) -> dict[str, Any]:
         from compaction.core.plan import CompactionMode
         from compaction.ledger import Ledger
-        from compaction.runner import run_table
+        from compaction.ops.runner import run_table
 
         name = self.clone(base, f"{base}_{mode}")
         base_snapshots = {sid for sid, _ in self.snapshots(name)}
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from compaction.catalog import CatalogConfig
     from compaction.spark.session import SparkSettings, build_session
-    from compaction.testing.bulk import BulkSpec, generate_bulk
+    from icecompact_testing.bulk import BulkSpec, generate_bulk
 
     workdir = Path(tempfile.mkdtemp(prefix="evolved-bench-"))
     os.environ.setdefault("ICECOMPACT_HOME", str(workdir / "home"))

@@ -20,7 +20,7 @@ How the table is built (per contender, the same recipe, so neither shares a file
 
 Measured:
 
-* ``planner``: ``compaction.maintenance``'s read (pyiceberg ``load_table`` of the metadata file, then
+* ``planner``: ``compaction.ops.maintenance``'s read (pyiceberg ``load_table`` of the metadata file, then
   ``maintenance_state``: snapshots, refs, the current manifest list) and the pure ``plan_maintenance``; median of 3.
   Goal < 5 s.
 * ``ours``: ``maintain_table`` (plan + ledger + ``compaction.spark.maintenance``'s expiry: the in-flight check, the
@@ -208,13 +208,13 @@ def _count_files(location: Path) -> dict[str, int]:
 # Contenders
 # ------------------------------------------------------------------------------------------------------------
 def time_planner(catalog: Any, table: str, overrides: dict[str, Any], repeat: int = 3) -> dict[str, Any]:
-    """Our planner's read of the snapshot list as ``icecompact maintain`` does it (``compaction.maintenance.read_state``:
+    """Our planner's read of the snapshot list as ``icecompact maintain`` does it (``compaction.ops.maintenance.read_state``:
     the metadata file read and parsed, the current manifest list) and the pure plan; for reference pyiceberg's
     ``load_table`` of the same file (what the read did before, and still does on REST catalogs)."""
     from compaction.core.maintenance import plan_maintenance
     from compaction.core.maintenance_policy import MaintenancePolicy
-    from compaction.inspect import load_table
-    from compaction.maintenance import read_state
+    from compaction.metadata.inspect import load_table
+    from compaction.ops.maintenance import read_state
 
     runs: list[dict[str, float]] = []
     plan = None
@@ -239,7 +239,7 @@ def time_planner(catalog: Any, table: str, overrides: dict[str, Any], repeat: in
 
 def run_ours(spark: Any, catalog: Any, table: str, overrides: dict[str, Any], ledger_url: str) -> dict[str, Any]:
     from compaction.ledger import Ledger
-    from compaction.maintenance import maintain_table
+    from compaction.ops.maintenance import maintain_table
 
     with Ledger.open(ledger_url) as ledger:
         report = maintain_table(catalog, table, spark=spark, overrides=overrides, ledger=ledger,

@@ -53,11 +53,11 @@ def main() -> int:
     import subprocess
 
     from compaction.catalog import CatalogConfig
-    from compaction.executor import stop_executors
+    from compaction.ops.executor import stop_executors
     from compaction.ledger import Ledger
     from compaction.spark.session import SparkSettings, build_session
-    from compaction.testing.postgres import start_cluster
-    from compaction.testing.workload import WorkloadSpec, generate
+    from icecompact_testing.postgres import start_cluster
+    from compaction.demo.workload import WorkloadSpec, generate
     from icecompact_airflow.connections import connection_env
 
     airflow_bin = str(Path(sys.executable).with_name("airflow"))

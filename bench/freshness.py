@@ -3,7 +3,7 @@ event-driven path (``iceberg_compaction_on_health`` + the resident executor), un
 
 Runs the soak on the health path (``bench/soak.py --path health``: a writer committing every 2 s, a Spark DELETE or
 MERGE every 30 s, a compaction executor SIGKILLed mid-group, the scheduler SIGKILLed, PostgreSQL stopped for 10 s) and
-replays the table's history (compaction.testing.freshness): for every writer's commit that turned a partition's
+replays the table's history (icecompact_testing.freshness): for every writer's commit that turned a partition's
 ``auto`` decision from NONE to MINOR / MAJOR, the time until a compaction of ours that had seen that commit was
 validated. Writes ``bench/results/soak_health.*`` (every soak goal) and ``bench/results/freshness.{txt,json}``::
 

@@ -45,11 +45,11 @@ def main() -> int:
 
     from compaction.catalog import CatalogConfig
     from compaction.core.plan import CompactionMode
-    from compaction.executor import ensure_executor, stop_executors
+    from compaction.ops.executor import ensure_executor, stop_executors
     from compaction.ledger import Ledger
-    from compaction.runner import run_table
+    from compaction.ops.runner import run_table
     from compaction.spark.session import SparkSettings, build_session
-    from compaction.testing.workload import WorkloadSpec, generate
+    from compaction.demo.workload import WorkloadSpec, generate
 
     catalog = CatalogConfig.embedded()
     url = f"sqlite:///{work / 'ledger.db'}"

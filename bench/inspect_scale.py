@@ -2,7 +2,7 @@
 
 What is compared, measured side by side in one run (median of ``--repeat`` runs of each, interleaved):
 
-* ``inspect+plan``   - ``compaction.inspect.inspect_table`` + ``compaction.core.planner.plan`` in this Python
+* ``inspect+plan``   - ``compaction.metadata.inspect.inspect_table`` + ``compaction.core.planner.plan`` in this Python
                        process (pyiceberg reads the manifests; no JVM). Also split into ``inspect`` and ``plan``.
 * ``fresh python``   - the same in a new Python process (interpreter start + imports + inspect + plan): what an
                        Airflow task that shells out would pay.
@@ -353,7 +353,7 @@ def inspect_and_plan(catalog_cfg: Any) -> tuple[float, float, float, float, Any,
     """One measured run: (inspect seconds, plan seconds, inspect CPU seconds, plan CPU seconds, state, plan)."""
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import inspect_table
+    from compaction.metadata.inspect import inspect_table
 
     c0, t0 = time.process_time(), time.perf_counter()
     state = inspect_table(catalog_cfg, TABLE_NAME)
@@ -538,7 +538,7 @@ def _profile_label(code: Any) -> tuple[str, int, str]:
 def profile_inspect_plan(catalog_cfg: Any, path: Path) -> list[dict[str, Any]]:
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import inspect_table
+    from compaction.metadata.inspect import inspect_table
 
     gc.collect()
     prof = cProfile.Profile()
@@ -572,8 +572,8 @@ def breakdown_inspect_plan(catalog_cfg: Any) -> dict[str, float]:
     JSON + SHA-256 of every decision, compaction/core/plan.py)."""
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import load_table, table_state
-    from compaction.manifests import BOUNDS_DELETES, live_rows
+    from compaction.metadata.inspect import load_table, table_state
+    from compaction.metadata.manifests import BOUNDS_DELETES, live_rows
 
     gc.collect()
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """What other engines see, at production shape: DuckDB and pyiceberg against Spark, before compaction, after our
-MINOR and after our MAJOR, on the bulk generator's streaming CDC tables (``compaction.testing.bulk``, sizes ``s`` and
+MINOR and after our MAJOR, on the bulk generator's streaming CDC tables (``icecompact_testing.bulk``, sizes ``s`` and
 ``m``; format v2 position-delete files and/or v3 deletion vectors).
 
 Per size and format version the base table is built once; our MINOR and our MAJOR each run on their own clone
@@ -14,12 +14,12 @@ engines are the check here). Then, for each state (``before`` = the base, ``afte
 * ``duckdb``: ``SELECT * FROM iceberg_scan('<metadata file>')`` into an Arrow table (timed), DuckDB's default settings
   (extensions from the PyPI wheels, automatic install/load off);
 * ``duckdb_nocache``: the same with ``SET enable_external_file_cache = false`` (DuckDB 1.5.5's external file cache can
-  hand the iceberg extension the wrong deletion vector; see ``compaction.testing.engines``);
+  hand the iceberg extension the wrong deletion vector; see ``icecompact_testing.engines``);
 * ``pyiceberg``: ``table.scan().to_arrow()`` (timed).
 
 Each engine's Arrow table is fingerprinted like the reference (untimed): ``correct`` when count and both hashes are
 equal, else ``wrong`` with the rows missing and extra (``EXCEPT ALL`` both ways); an engine that raises is
-``unsupported`` (its known "not supported" message, ``compaction.testing.engines.UNSUPPORTED_MESSAGES``) or
+``unsupported`` (its known "not supported" message, ``icecompact_testing.engines.UNSUPPORTED_MESSAGES``) or
 ``error``, with its message. Scan times: wall clock, median of ``--repeat``, files warm in the OS cache (the reference
 read runs first).
 
@@ -88,7 +88,7 @@ class Fingerprints:
     table's DuckDB types (as ``iceberg_scan`` reports them), so any source hashes alike."""
 
     def __init__(self, metadata_file: str) -> None:
-        from compaction.testing import engines as E
+        from icecompact_testing import engines as E
 
         self.con = E.duckdb_connect(external_file_cache=False)
         described = self.con.execute(f"DESCRIBE SELECT * FROM {E.duckdb_scan_sql(metadata_file)}").fetchall()
@@ -137,7 +137,7 @@ class SizeRun:
     def compact(self, name: str, mode: str) -> dict[str, Any]:
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
-        from compaction.inspect import inspect_table
+        from compaction.metadata.inspect import inspect_table
         from compaction.spark.job import run_group
         from compaction.spark.validation import ValidationLevel
 
@@ -167,7 +167,7 @@ class SizeRun:
 
     def engine_read(self, engine: str, name: str) -> tuple[float, Any]:
         """(seconds, Arrow table) of one engine's full read of the table's current snapshot."""
-        from compaction.testing import engines as E
+        from icecompact_testing import engines as E
 
         table = self.catalog_cfg.load().load_table(f"{NAMESPACE}.{name}")
         gc.collect()
@@ -196,7 +196,7 @@ class SizeRun:
     def judge_state(self, state: str, name: str, fp: Fingerprints, spark_base: tuple[int, str]) -> dict[str, Any]:
         import major as M  # bench/major.py: full_scan
 
-        from compaction.testing import engines as E
+        from icecompact_testing import engines as E
 
         ref_relation, ref_fp = self.reference(name, fp)
         result: dict[str, Any] = {"table": name, "files": self.files(name), "reference_rows": ref_fp[0], "engines": {}}
@@ -244,7 +244,7 @@ class SizeRun:
     def run(self) -> dict[str, Any]:
         import major as M
 
-        from compaction.testing.bulk import BulkSpec, generate_bulk
+        from icecompact_testing.bulk import BulkSpec, generate_bulk
 
         spec = BulkSpec.named(self.size, self.format_version, seed=self.seed)
         self.log(f"generating {self.size} v{self.format_version} ...")
@@ -277,7 +277,7 @@ def render(r: dict[str, Any]) -> str:
     lines = [f"interop  {r['created_at']}  ({r['machine']['cpus']} cores shared, Spark {r['config']['spark_master']}; "
              f"duckdb {r['machine']['duckdb']} + iceberg/avro extensions {r['machine']['duckdb']} from PyPI, "
              f"pyiceberg {r['machine']['pyiceberg']}; median of {r['config']['repeat']}; absolute times are noisy)",
-             "tables: bulk generator (compaction.testing.bulk); MINOR and MAJOR (ours, validation none) on clones of "
+             "tables: bulk generator (icecompact_testing.bulk); MINOR and MAJOR (ours, validation none) on clones of "
              "the same metadata; every engine judged against Spark's read of the same snapshot"]
     for run in r["runs"]:
         lines += ["", f"== {run['size']} v{run['format_version']}: {run['live_rows']:,} live rows; our MINOR "
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "interop", help="result stem")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
-    from compaction.testing.bulk import SIZES
+    from icecompact_testing.bulk import SIZES
 
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     versions = [int(v) for v in args.format_versions.split(",") if v.strip()]

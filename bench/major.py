@@ -1,7 +1,7 @@
 """MAJOR compaction benchmark: our MAJOR versus Iceberg's bare ``rewrite_data_files`` versus a plain Parquet copy,
 and the full-table scan time before/after compaction, measured side by side in one run on the same data.
 
-The table: one CDC table built once with the seeded workload generator (``compaction.testing.workload``): format
+The table: one CDC table built once with the seeded workload generator (``compaction.demo.workload``): format
 v2, ``days(ts)`` partitions, many rounds of appends, equality deletes (CDC deletes/updates, committed through the
 Iceberg Java API) and position deletes (Spark ``DELETE``/``UPDATE``/``MERGE``, file-scoped), so every partition
 carries dozens of small data files and delete files. Building it takes minutes (each round is several Spark
@@ -32,7 +32,7 @@ untimed ours(none) run first on throwaway clones, so that JVM class loading/JIT 
 * scans: ``SELECT count(*), sum(xxhash64(all columns))`` over the whole table (reads every column, applies deletes)
   on the base table (before) and on the ``ours_count`` and ``call`` clones (after), every repeat.
 
-Correctness (the benchmark aborts otherwise): the reference reader (``compaction.testing.oracle.read_table``) of every
+Correctness (the benchmark aborts otherwise): the reference reader (``icecompact_testing.oracle.read_table``) of every
 compacted clone returns exactly the rows it returns for the base table, which equal the generator's own model; every
 scan returns the base table's (count, checksum); every partition of ours ends ``committed``.
 
@@ -199,7 +199,7 @@ class PhaseTimer:
 # Base table
 # ------------------------------------------------------------------------------------------------------------
 def workload_spec(args: argparse.Namespace) -> Any:
-    from compaction.testing.workload import WorkloadSpec
+    from compaction.demo.workload import WorkloadSpec
 
     return WorkloadSpec(
         seed=args.seed, format_version=2, partitioning="days_ts", key_columns=("id",), commits=args.commits,
@@ -211,7 +211,7 @@ def workload_spec(args: argparse.Namespace) -> Any:
 
 def build_or_reuse_base(spark: Any, catalog_cfg: Any, workdir: Path, spec: Any) -> dict[str, Any]:
     """Generate the base table (or reuse one generated earlier in ``workdir`` with the identical spec)."""
-    from compaction.testing.workload import generate
+    from compaction.demo.workload import generate
 
     info_path = workdir / "base.json"
     rows_path = workdir / "base_model_rows.pickle"
@@ -297,7 +297,7 @@ class Bench:
 
     def check_copy(self, contender: str, name: str) -> dict[str, Any]:
         """The reference reader of the compacted clone must return the base table's rows exactly."""
-        from compaction.testing.oracle import read_table, rows_diff
+        from icecompact_testing.oracle import read_table, rows_diff
 
         res = read_table(self.catalog.load_table(f"{NAMESPACE}.{name}"))
         if res.rows != self.expected_rows:
@@ -312,7 +312,7 @@ class Bench:
     def run_ours(self, level_name: str, name: str, one_partition: bool = False) -> tuple[float, dict[str, Any]]:
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
-        from compaction.inspect import inspect_table
+        from compaction.metadata.inspect import inspect_table
         from compaction.spark.job import COMMITTED, run_groups
         from compaction.spark.validation import ValidationLevel
 
@@ -377,7 +377,7 @@ class Bench:
         ours): isolates the cost of 'one action per partition' from the cost of our own work."""
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
-        from compaction.inspect import inspect_table
+        from compaction.metadata.inspect import inspect_table
         from compaction.spark import jvm as J
         from compaction.spark.expressions import java_partition_expression
 
@@ -518,9 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     from compaction.catalog import CatalogConfig
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import inspect_table
+    from compaction.metadata.inspect import inspect_table
     from compaction.spark.session import SparkSettings, build_session
-    from compaction.testing.oracle import read_table, rows_diff
+    from icecompact_testing.oracle import read_table, rows_diff
 
     own_workdir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="major-bench-")) if own_workdir else args.workdir.resolve()

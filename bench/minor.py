@@ -1,7 +1,7 @@
 """MINOR compaction benchmark: equality-delete conversion versus MAJOR of the same partitions, and the full-table
 scan time before, after MINOR and after MAJOR, measured side by side in one run on the same data.
 
-The table: one CDC table built once with the seeded workload generator (``compaction.testing.workload``), format
+The table: one CDC table built once with the seeded workload generator (``compaction.demo.workload``), format
 v2 (``--format-version 3`` for DVs), ``days(ts)`` partitions, every delete and update done CDC style with equality
 deletes committed through the Iceberg Java API (one equality-delete file per touched partition per round), so the
 table carries >= 50 equality-delete files. Building it takes minutes and is not part of any ratio. Every contender
@@ -26,7 +26,7 @@ any MINOR can reach on these data files: MINOR keeps every data file, and on a t
 count, not the deletes, bounds the scan.
 
 Correctness (the benchmark aborts otherwise): every scan returns the base table's (count, checksum); the reference
-reader (``compaction.testing.oracle.read_table``) of both compacted clones returns exactly the base table's rows,
+reader (``icecompact_testing.oracle.read_table``) of both compacted clones returns exactly the base table's rows,
 which equal the generator's model; after MINOR no equality-delete file is left.
 
 Usage::
@@ -66,7 +66,7 @@ class BenchmarkError(RuntimeError):
 
 
 def _spec(args: argparse.Namespace) -> Any:
-    from compaction.testing.workload import WorkloadSpec
+    from compaction.demo.workload import WorkloadSpec
 
     return WorkloadSpec(seed=7, format_version=args.format_version, partitioning="days_ts", commits=args.rounds,
                         rows_per_commit=args.rows, days_span=args.days, delete_fraction=0.02, update_fraction=0.02,
@@ -84,7 +84,7 @@ def _clone(spark: Any, catalog: Any, base: str, name: str) -> str:
 def _compact(spark: Any, catalog: Any, table: str, mode: Any, level: str = "count") -> tuple[float, list[Any]]:
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import inspect_table
+    from compaction.metadata.inspect import inspect_table
     from compaction.spark.job import run_group
     from compaction.spark.validation import ValidationLevel
 
@@ -124,7 +124,7 @@ def _drop_deletes(spark: Any, table: str) -> None:
 
 
 def _delete_files(catalog: Any, table: str) -> dict[str, int]:
-    from compaction.testing.oracle import read_table
+    from icecompact_testing.oracle import read_table
 
     result = read_table(catalog.load().load_table(tuple(table.split("."))))
     out = {"data_files": len(result.data_files), "rows": result.row_count}
@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     from compaction.catalog import CatalogConfig
     from compaction.core.plan import CompactionMode
     from compaction.spark.session import SparkSettings, build_session, register_catalog
-    from compaction.testing.oracle import read_table
-    from compaction.testing.workload import generate
+    from icecompact_testing.oracle import read_table
+    from compaction.demo.workload import generate
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="icecompact-bench-minor-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 Built cheaply (metadata matters, not data): ``--tables`` tables (default 200) written with pyiceberg, 1-6 small
 appends each over three partitions, and ``--spark-tables`` of them (default 10) as small CDC workloads with position
-and equality delete files written by Spark (``compaction.testing.workload``). The ledger (SQLite) gets a month of
+and equality delete files written by Spark (``compaction.demo.workload``). The ledger (SQLite) gets a month of
 history per table: ``--history`` daily health samples (default 30) and a run every few days.
 
 Measured through a real ``airflow api-server`` (the test suite's set-up: its own AIRFLOW_HOME and simple-auth users),
@@ -21,7 +21,7 @@ catalog costs) and warm, split into its catalog query, ledger queries and the re
 ``--catalog-type rest`` builds the tables in a REST catalog on a throwaway SeaweedFS (S3 + Iceberg REST, the
 pyiceberg tables created in parallel) and hands it to the api-server as a REST Airflow connection. A REST catalog has
 no query listing its tables' metadata pointers: the overview reads them through the catalog API (list namespaces and
-tables, one table load each, in parallel) and caches them (``compaction.fleet.PointerCache``). Added cases:
+tables, one table load each, in parallel) and caches them (``compaction.ops.fleet.PointerCache``). Added cases:
 
 * ``cold``  - the first request to a freshly started api-server with every table sampled at its current metadata:
                the pointers are read before answering.
@@ -126,7 +126,7 @@ def spark_build(name: str, count: int, seed: int) -> None:
     """Child process: ``count`` small CDC workloads (position and equality deletes) written by Spark."""
     from compaction.catalog import CatalogConfig
     from compaction.spark.session import SparkSettings, build_session, register_catalog
-    from compaction.testing.workload import WorkloadSpec, generate
+    from compaction.demo.workload import WorkloadSpec, generate
 
     catalog = CatalogConfig(name, json.loads(os.environ[CATALOG_PROPERTIES_ENV]))
     spark = build_session([], SparkSettings(master="local[2]", app_name="bench-overview"))
@@ -144,7 +144,7 @@ def seed_history(ledger: Any, catalog: Any, days: int, seed: int) -> dict[str, i
     """A month of daily samples per table (from the table's current state, decaying delete counts) and runs."""
     import dataclasses
 
-    from compaction.fleet import metadata_locations, sample_table
+    from compaction.ops.fleet import metadata_locations, sample_table
     from compaction.ledger import HealthRetention, RunStatus, RunTrigger
 
     rng = random.Random(seed)
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
     object_store = None
     if rest:
-        from compaction.testing.objectstore import start_object_store
+        from compaction.demo.object_store import start_object_store
 
         object_store = start_object_store(work / "s3")
         catalog = object_store.catalog("bench_fleet")
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 def _measure(args: argparse.Namespace, argv: list[str], catalog: Any, rest: bool) -> int:
     import af_support
 
-    from compaction.fleet import POINTER_CACHE, POINTER_MAX_AGE_S, build_overview, metadata_locations
+    from compaction.ops.fleet import POINTER_CACHE, POINTER_MAX_AGE_S, build_overview, metadata_locations
     from compaction.ledger import Ledger
     from icecompact_airflow.health import render_overview
 

@@ -1,7 +1,7 @@
 """Scale benchmark: MAJOR and MINOR on production-shape streaming CDC tables of ~100 MB, ~500 MB and ~2 GB, every
 contender side by side in one run, and how each one's cost grows with the size of the work.
 
-The tables come from the bulk generator (``compaction.testing.bulk``, named sizes ``s``, ``m``, ``l``): 16 columns of
+The tables come from the bulk generator (``icecompact_testing.bulk``, named sizes ``s``, ``m``, ``l``): 16 columns of
 0.5-1 KB raw per row, ``days(ts)`` partitions, segment files just under the table's target file size, a stream of
 small fragment files with an equality-delete file per partition and round (>= 50 in all), position deletes (v2
 files / v3 DVs) on the segment files every few rounds. Each size's table is built once (its time is reported, not
@@ -33,7 +33,7 @@ Correctness (the benchmark aborts otherwise): Spark's count of the base table eq
 compacted clone (ours, the CALL) returns the base table's (count, checksum); after MINOR no equality delete is left.
 
 Object storage (``--storage s3``, or ``--storage local,s3`` for both side by side in one run): the same contenders
-on a throwaway SeaweedFS (``compaction.testing.objectstore``: S3 endpoint + Iceberg REST catalog, tables through
+on a throwaway SeaweedFS (``compaction.demo.object_store``: S3 endpoint + Iceberg REST catalog, tables through
 ``S3FileIO``). Differences forced by the store, each keeping the contenders' inputs identical:
 
 * clones: SeaweedFS's REST catalog accepts ``register_table`` but registers an empty table, so an S3 clone is a new
@@ -141,7 +141,7 @@ class Storage:
 
     name: str  # "local" or "s3"
     catalog_cfg: Any
-    server: Any = None  # compaction.testing.objectstore.ObjectStoreServer on S3
+    server: Any = None  # compaction.demo.object_store.ObjectStoreServer on S3
 
     @property
     def catalog_name(self) -> str:
@@ -151,7 +151,7 @@ class Storage:
         return self.server.s3_traffic() if self.server is not None else None
 
     def traffic_since(self, before: dict[str, Any]) -> dict[str, Any]:
-        from compaction.testing.objectstore import traffic_delta
+        from compaction.demo.object_store import traffic_delta
 
         return traffic_delta(before, self.server.s3_traffic())
 
@@ -226,7 +226,7 @@ class SizeRun:
         return f"{self.catalog_name}.{NAMESPACE}.{name}"
 
     def build(self) -> dict[str, Any]:
-        from compaction.testing.bulk import BulkSpec, generate_bulk
+        from icecompact_testing.bulk import BulkSpec, generate_bulk
 
         spec = BulkSpec.named(self.size, self.format_version, seed=self.seed)
         print(f"[{self.tag}] generating {self.size} v{self.format_version} ...", flush=True)
@@ -258,7 +258,7 @@ class SizeRun:
         """Our compaction of a clone (mode major or minor), phase timers installed."""
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
-        from compaction.inspect import inspect_table
+        from compaction.metadata.inspect import inspect_table
         from compaction.spark.job import run_groups
         from compaction.spark.validation import ValidationLevel
 
@@ -321,7 +321,7 @@ class SizeRun:
     def run(self, repeat: int, order_shift: int) -> dict[str, Any]:
         from compaction.core.planner import plan
         from compaction.core.policy import CompactionPolicy
-        from compaction.inspect import inspect_table
+        from compaction.metadata.inspect import inspect_table
 
         t0 = time.perf_counter()
         build = self.build()
@@ -522,8 +522,8 @@ class ScaleBench(M.Bench):
     def copy_target(self, label: str) -> str:
         """An empty unpartitioned table of the bulk columns with the base's codec and target size, no distribution
         (so the copy is a straight read + write); created before the copy is timed."""
-        from compaction.testing.bulk import COLUMNS
-        from compaction.testing.tables import create_table
+        from icecompact_testing.bulk import COLUMNS
+        from compaction.demo.tables import create_table
 
         self.clones += 1
         name = f"{label}_{self.run_tag}_{self.clones}"
@@ -560,7 +560,7 @@ def replay_clone(spark: Any, catalog_name: str, base_ref: str, namespace: str, n
     again on the clone with the same added and removed files (one commit each, so every file gets the sequence
     number it has in the base). Used where ``register_table`` is not available."""
     from compaction.spark import jvm as J
-    from compaction.testing.tables import DATA_FOLDER
+    from compaction.demo.tables import DATA_FOLDER
 
     j = J.jvm(spark)
     base = J.load_table(spark, base_ref)
@@ -761,7 +761,7 @@ def render(r: dict[str, Any]) -> str:
              f"driver memory default; format v{r['config']['format_version']}; absolute times are noisy)",
              f"load average (1 min): {r['machine']['loadavg_start'][0]} at start, {r['machine']['loadavg_end'][0]} at "
              f"end; whole benchmark {r['wall_s'] / 60:.1f} min; median of {r['config']['repeat']} per contender",
-             "tables: bulk generator (compaction.testing.bulk), every contender on its own clone of the same metadata"]
+             "tables: bulk generator (icecompact_testing.bulk), every contender on its own clone of the same metadata"]
     if "storages" not in r:
         return "\n".join(lines + render_storage(r["sizes"], r["goals"], r.get("notes", []), ""))
     lines[-1] += " (local disk: register_table; S3: the base's commits replayed)"
@@ -911,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     storages = [s.strip() for s in args.storage.split(",") if s.strip()]
-    from compaction.testing.bulk import SIZES
+    from icecompact_testing.bulk import SIZES
 
     if not sizes or any(s not in SIZES for s in sizes) or args.repeat < 1:
         ap.error(f"--sizes must name sizes of {sorted(SIZES)}; --repeat >= 1")
@@ -930,7 +930,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     server = None
     if with_s3:
-        from compaction.testing.objectstore import start_object_store
+        from compaction.demo.object_store import start_object_store
 
         server = start_object_store(workdir / "object-store")
         print(f"object store: S3 {server.s3_endpoint}, REST catalog {server.catalog_uri}", flush=True)

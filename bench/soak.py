@@ -1,6 +1,6 @@
 """Soak: a live CDC writer and the scheduled compaction DAG for 15 minutes on PostgreSQL, with faults (v2 and v3).
 
-Each run (``compaction.testing.soak.run_soak``): a throwaway PostgreSQL cluster (catalog and ledger), a bulk table
+Each run (``icecompact_testing.soak.run_soak``): a throwaway PostgreSQL cluster (catalog and ledger), a bulk table
 of the production shape, a writer process committing every 2 s (fragments + equality deletes) with a Spark DELETE
 or MERGE every 30 s, Airflow's scheduler and api-server running ``iceberg_compaction`` every minute (mode auto, two
 parallel Spark jobs), and three faults: a compaction job SIGKILLed mid-rewrite, the scheduler SIGKILLed and
@@ -93,7 +93,7 @@ def describe(version: int, report: Any, goals: dict[str, dict[str, Any]], wall_m
         lines.append(f"  run t={(r['started_at'] or 0) - report.started:5.0f} s {took:5.0f} s {r['status']:9} "
                      f"{r['kinds']} {r['outcomes']} conflicts {r['conflicts']}"
                      f"{' ' + '; '.join(r['reasons']) if r['reasons'] else ''}")
-    from compaction.testing.soak import writer_summary
+    from icecompact_testing.soak import writer_summary
 
     lines.append(f"  writer: {json.dumps(writer_summary(report.writer_events, report.faults))}")
     # Every check of every snapshot is in the .json; the text keeps the post-hoc ones (the job's own are one per commit).
@@ -132,7 +132,7 @@ def main() -> int:
     ap.add_argument("--from-json", default=None,
                     help="no new run: evaluate the goals again on a stored soak.json and rewrite .txt and .png")
     ap.add_argument("--maintenance", action="store_true",
-                    help="the maintenance soak instead (issue 24; compaction.testing.maintenance_soak): writer + "
+                    help="the maintenance soak instead (issue 24; icecompact_testing.maintenance_soak): writer + "
                          "compaction + maintenance, results bench/results/maintenance_soak.*")
     ap.add_argument("--retention-s", type=float, default=300.0, help="--maintenance: snapshot retention")
     ap.add_argument("--maintain-every-s", type=float, default=60.0, help="--maintenance: maintenance interval")
@@ -148,7 +148,7 @@ def main() -> int:
     if args.maintenance:
         return maintenance_main(args)
 
-    from compaction.testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak
+    from icecompact_testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak
 
     reports: dict[int, dict[str, Any]] = {}
     all_met = True
@@ -194,8 +194,8 @@ def main() -> int:
 
 def maintenance_main(args: argparse.Namespace) -> int:
     """``--maintenance``: one maintenance soak per format; goals printed, figures and chart written."""
-    from compaction.testing.maintenance_soak import MaintenanceSoakConfig, chart as m_chart, evaluate as m_evaluate
-    from compaction.testing.maintenance_soak import render as m_render, run_maintenance_soak
+    from icecompact_testing.maintenance_soak import MaintenanceSoakConfig, chart as m_chart, evaluate as m_evaluate
+    from icecompact_testing.maintenance_soak import render as m_render, run_maintenance_soak
 
     out = Path(args.out if args.out != str(RESULTS / "soak") else RESULTS / "maintenance_soak")
     workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-msoak-"))

@@ -1,7 +1,7 @@
 """Sort and z-order benchmark: what a sorted / z-ordered MAJOR buys selective reads, and what it costs against
 Iceberg's own ``CALL rewrite_data_files`` with the same strategy, side by side in one run on one table.
 
-The table: the bulk generator's production shape (``compaction.testing.bulk``, default size ``m``: ~540 MiB of wide
+The table: the bulk generator's production shape (``icecompact_testing.bulk``, default size ``m``: ~540 MiB of wide
 rows in 4 ``days(ts)`` partitions, streaming fragment files, equality deletes and position deletes / DVs), built once;
 every contender works on its own clone registered from the same metadata file (identical snapshots and files).
 Every contender compacts with the same target file size (``--target-mib``, default 8: ~16 files per partition at
@@ -148,7 +148,7 @@ def run_ours(spark: Any, catalog: Any, name: str, strategy: str, level: str, tar
     from compaction.core.plan import CompactionMode
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import inspect_table
+    from compaction.metadata.inspect import inspect_table
     from compaction.spark.job import COMMITTED, NO_OP, run_groups
     from compaction.spark.validation import ValidationLevel
 
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from compaction.catalog import CatalogConfig
     from compaction.spark.session import SparkSettings, build_session
-    from compaction.testing.bulk import BulkSpec, generate_bulk
+    from icecompact_testing.bulk import BulkSpec, generate_bulk
 
     workdir = Path(tempfile.mkdtemp(prefix="sort-bench-"))
     catalog = CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db", workdir / "warehouse")

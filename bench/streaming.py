@@ -1,5 +1,5 @@
 """Write amplification over a streaming run (issue: fragments and segments): the bulk generator's CDC stream
-(``compaction.testing.bulk``, one fragment file + one equality delete per partition per round, no position-delete
+(``icecompact_testing.bulk``, one fragment file + one equality delete per partition per round, no position-delete
 commits) with a compaction every ``--every`` rounds, twice from the same seed, side by side in one process:
 
 * ``auto``: our ``--mode auto`` with the default policy (MINOR merges fragments and converts equality deletes;
@@ -72,10 +72,10 @@ def run_contender(spark: Any, catalog_cfg: Any, name: str, args: argparse.Namesp
 
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.inspect import inspect_table
+    from compaction.metadata.inspect import inspect_table
     from compaction.spark.job import run_group
     from compaction.spark.validation import ValidationLevel
-    from compaction.testing.bulk import BulkSpec, generate_bulk
+    from icecompact_testing.bulk import BulkSpec, generate_bulk
 
     mode, overrides = CONTENDERS[name]
     table_name = f"{NAMESPACE}.t_{name}"
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "streaming", help="result stem")
     args = ap.parse_args(argv)
-    from compaction.testing.bulk import SIZES, BulkSpec
+    from icecompact_testing.bulk import SIZES, BulkSpec
 
     if args.size not in SIZES or args.every < 1 or args.repeat < 1:
         ap.error(f"--size must be one of {sorted(SIZES)}; --every and --repeat >= 1")

@@ -114,7 +114,7 @@ def _record_health(args: argparse.Namespace, state, sample=None, metadata_locati
     """Record the table's health sample in the ledger (best effort: a ledger problem is a warning)."""
     if getattr(args, "no_record", False):
         return
-    from compaction.fleet import record_sample, sample_state
+    from compaction.ops.fleet import record_sample, sample_state
 
     if sample is None:
         sample = sample_state(state, metadata_location=metadata_location)
@@ -122,7 +122,7 @@ def _record_health(args: argparse.Namespace, state, sample=None, metadata_locati
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from compaction.inspect import load_table, table_state
+    from compaction.metadata.inspect import load_table, table_state
 
     identity, table = load_table(_catalog(args), args.table)
     state = table_state(table, identity)
@@ -139,7 +139,7 @@ def _filter_text(args: argparse.Namespace) -> str | None:
     """``--partition``, syntax-checked before anything else happens (binding to the table comes next)."""
     if args.partition is None:
         return None
-    from compaction.filters import parse_row_filter
+    from compaction.metadata.filters import parse_row_filter
 
     parse_row_filter(args.partition)
     return str(args.partition)
@@ -148,8 +148,8 @@ def _filter_text(args: argparse.Namespace) -> str | None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from compaction.core.planner import CompactionMode, plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.filters import compile_partition_filter
-    from compaction.inspect import load_table, table_state
+    from compaction.metadata.filters import compile_partition_filter
+    from compaction.metadata.inspect import load_table, table_state
 
     text = _filter_text(args)
     identity, table = load_table(_catalog(args), args.table)
@@ -161,7 +161,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if policy.minor_interval_seconds > 0:  # compaction.minor.interval counts from the ledger's last MINOR
         from compaction.core.errors import CompactionError
         from compaction.ledger import Ledger
-        from compaction.runner import last_minor_times
+        from compaction.ops.runner import last_minor_times
 
         try:
             with Ledger.open() as ledger:
@@ -188,7 +188,7 @@ def _print_maintenance_preview(table, identity) -> None:  # type: ignore[no-unty
     """The maintenance decisions now (metadata only: one manifest list read; in-flight work from the ledger)."""
     from compaction.core.maintenance import plan_maintenance
     from compaction.core.maintenance_policy import MaintenancePolicy
-    from compaction.maintenance import in_flight, maintenance_state
+    from compaction.ops.maintenance import in_flight, maintenance_state
 
     now = _dt.datetime.now(_dt.timezone.utc)
     try:
@@ -222,7 +222,7 @@ def format_maintenance_plan(mplan) -> str:  # type: ignore[no-untyped-def]
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from compaction.maintenance import maintain_table
+    from compaction.ops.maintenance import maintain_table
 
     report = maintain_table(_catalog(args), args.table, overrides=_parse_overrides(args.set), dry_run=args.dry_run,
                             progress=lambda m: print(m, file=sys.stderr, flush=True))
@@ -347,7 +347,7 @@ def _n(value: object) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from compaction.core.plan import CompactionMode
-    from compaction.runner import run_table
+    from compaction.ops.runner import run_table
 
     text = _filter_text(args)
     catalog = _catalog(args)
@@ -359,7 +359,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     print(format_plan(report.plan))
     if not args.no_record:  # the table's health after the run (metadata only)
-        from compaction.fleet import record_sample, sample_table
+        from compaction.ops.fleet import record_sample, sample_table
 
         try:
             record_sample(sample_table(catalog, args.table)[0], "cli", warn=_warn)
@@ -377,7 +377,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_executor(args: argparse.Namespace) -> int:
-    from compaction.executor import options_from_args, read_catalog_file, run_supervisor, stop_executors
+    from compaction.ops.executor import read_catalog_file, run_supervisor, stop_executors
+    from compaction.spark.contract import options_from_args
     from compaction.ledger import Ledger
     from compaction.spark.session import SparkSettings
 
@@ -460,10 +461,10 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from compaction.catalog import EMBEDDED_CATALOG_NAME, CatalogConfig
-    from compaction.inspect import inspect_table
+    from compaction.metadata.inspect import inspect_table
     from compaction.spark.session import build_session
     from compaction.core.plan import CompactionMode
-    from compaction.testing.workload import demo_table
+    from compaction.demo.workload import demo_table
 
     catalog = CatalogConfig.resolve(args.catalog) if args.catalog else CatalogConfig.embedded()
     kind = "embedded catalog" if catalog.name == EMBEDDED_CATALOG_NAME else "catalog"
@@ -478,7 +479,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(format_health(inspect_table(catalog, args.table)))
     if args.no_compact:
         return 0
-    from compaction.runner import run_table
+    from compaction.ops.runner import run_table
 
     print(f"\ncompacting {args.table} (icecompact run, mode {args.mode}) ...", flush=True)
     report = run_table(catalog, args.table, mode=CompactionMode(args.mode),
@@ -556,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--another", action="store_true",
                    help="start one more executor for a catalog that has one (several share the queue safely on a "
                         "PostgreSQL ledger)")
-    from compaction.executor import add_option_args
+    from compaction.spark.contract import add_option_args
 
     add_option_args(q)
     q.set_defaults(func=cmd_executor)

@@ -5,8 +5,9 @@
    ``spark_default`` connection (``local[2]``, client mode). Re-running keeps what exists.
 2. The demo merge-on-read table ``demo.events`` (CDC position and equality deletes) in the embedded catalog.
 3. ``airflow dags test iceberg_compaction -c '{"mode": "major"}'``: real spark-submit on local Spark.
-4. A before/after table per partition: data files, delete files and live rows (read by the reference
-   merge-on-read reader, independent of Spark), and whether the table's rows are the same multiset.
+4. The before/after table per compacted partition (data files, delete files, file records, the validation each
+   commit passed, as ``icecompact run`` prints it), from the run's outcomes in the ledger, and whether every commit
+   was validated.
 
 Afterwards ``AIRFLOW_HOME=~/.icecompact/airflow .venv/bin/airflow dags test iceberg_compaction`` works as is.
 
@@ -27,6 +28,7 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,36 +97,20 @@ def set_up_airflow(home: Path) -> dict[str, str]:
     return env
 
 
-def _live_rows(catalog: Any, table: str) -> tuple[Any, dict[tuple[int, tuple[Any, ...]], int]]:
-    from compaction.testing.oracle import read_table
+def last_run_outcomes(table: str, catalog_name: str) -> list[Any]:
+    """The partition outcomes of the table's latest run in the ledger (the DAG run records them there)."""
+    from compaction.ledger import Ledger
 
-    loaded = catalog.load().load_table(tuple(table.split(".")))
-    result = read_table(loaded)
-    return result.rows, dict(result.live_rows_by_partition)
+    with Ledger.open() as ledger:
+        runs = ledger.runs(table, catalog=catalog_name, limit=1)
+        return ledger.outcomes(runs[0].run_id) if runs else []
 
 
-def before_after_table(before: Any, after: Any, rows_before: dict, rows_after: dict) -> str:  # type: ignore[type-arg]
-    from compaction.cli import render_table
-    from icecompact_airflow.health import readable_label
-
-    def by_label(state: Any) -> dict[str, Any]:
-        return {p.key.label(): p for p in state.partitions}
-
-    def live(rows: dict, p: Any) -> Any:  # type: ignore[type-arg]
-        return rows.get((p.key.spec_id, tuple(f.value for f in p.key.fields)), "?") if p is not None else 0
-
-    b, a = by_label(before), by_label(after)
-    lines = []
-    for label in sorted(set(b) | set(a)):
-        pb, pa = b.get(label), a.get(label)
-        key = (pb if pb is not None else pa).key  # type: ignore[union-attr]  # one of them exists
-        lines.append((
-            readable_label(key),
-            f"{pb.data_file_count if pb else 0} -> {pa.data_file_count if pa else 0}",
-            f"{len(pb.delete_files) if pb else 0} -> {len(pa.delete_files) if pa else 0}",
-            f"{live(rows_before, pb)} -> {live(rows_after, pa)}",
-        ))
-    return render_table(["partition", "data files", "delete files", "live rows"], lines)
+def every_commit_validated(outcomes: Sequence[Any]) -> bool:
+    """Whether the run committed and every commit passed its validation (the live rows of each partition it touched
+    are the same before and after, docs/validation.md)."""
+    commits = [o for o in outcomes if o.commit_snapshot_id is not None]
+    return bool(commits) and all(o.validation_result == "passed" for o in commits)
 
 
 OBJECT_STORE_CATALOG = "lake"
@@ -138,7 +124,7 @@ def object_store_home() -> Path:
 
 def _demo_credentials() -> None:
     """Stable keys for the demo's server, so that ``--serve`` later answers with the same ones."""
-    from compaction.testing.objectstore import ACCESS_KEY_ENV, SECRET_KEY_ENV
+    from compaction.demo.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
     keys = object_store_home() / "keys.json"
     if not keys.exists():
@@ -152,7 +138,7 @@ def _demo_credentials() -> None:
 
 
 def start_demo_object_store() -> Any:
-    from compaction.testing.objectstore import start_object_store
+    from compaction.demo.object_store import start_object_store
 
     _demo_credentials()
     print(f"starting the local S3 endpoint + Iceberg REST catalog (SeaweedFS, data in {object_store_home()}) ...",
@@ -209,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_demo(table: str, mode: str, catalog_name: str | None = None) -> int:
     """Create the demo table, compact it with ``airflow dags test``, print the before/after table."""
     from compaction.catalog import CatalogConfig
-    from compaction.cli import format_health
-    from compaction.inspect import inspect_table
+    from compaction.cli import format_before_after, format_health
+    from compaction.metadata.inspect import inspect_table
 
     home = airflow_home()
     env = set_up_airflow(home)
@@ -222,7 +208,6 @@ def run_demo(table: str, mode: str, catalog_name: str | None = None) -> int:
                     "--no-compact"], env=env, check=True, stdout=subprocess.DEVNULL)
     before = inspect_table(catalog, table)
     print(format_health(before), flush=True)
-    rows_before, live_before = _live_rows(catalog, table)
 
     conf: dict[str, Any] = {"tables": [table], "mode": mode}
     if catalog_name:
@@ -231,14 +216,14 @@ def run_demo(table: str, mode: str, catalog_name: str | None = None) -> int:
     run = _airflow(env, "dags", "test", "iceberg_compaction", "-c", json.dumps(conf), check=False, quiet=False)
 
     after = inspect_table(catalog, table)
-    rows_after, live_after = _live_rows(catalog, table)
-    print(f"\n{table}: before -> after (live rows read by the reference merge-on-read reader)")
-    print(before_after_table(before, after, live_before, live_after))
+    outcomes = last_run_outcomes(table, catalog.name)
+    print(f"\n{table}: before -> after (the run's outcomes in the ledger)")
+    print(format_before_after(SimpleNamespace(before=before, after=after, outcomes=outcomes)))
     deletes_before = sum(len(p.delete_files) for p in before.partitions)
     deletes_after = sum(len(p.delete_files) for p in after.partitions)
-    same = rows_before == rows_after
-    print(f"delete files: {deletes_before} -> {deletes_after}; live rows: {sum(rows_before.values())} -> "
-          f"{sum(rows_after.values())}; same rows: {'yes' if same else 'NO'}")
+    validated = every_commit_validated(outcomes)
+    print(f"delete files: {deletes_before} -> {deletes_after}; every commit validated (live rows of each partition "
+          f"unchanged): {'yes' if validated else 'NO'}")
     if catalog_name:
         print(f"\nnext: {Path(sys.executable)} -m icecompact_airflow.demo --serve   (the same object store, to explore "
               f"the table with icecompact --catalog {catalog_name})")
@@ -247,7 +232,7 @@ def run_demo(table: str, mode: str, catalog_name: str | None = None) -> int:
     if run.returncode != 0:
         print(f"airflow dags test exited {run.returncode}", file=sys.stderr)
         return run.returncode
-    return 0 if same else 1
+    return 0 if validated else 1
 
 
 if __name__ == "__main__":

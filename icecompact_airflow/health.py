@@ -19,7 +19,7 @@ DETAILED_RUNS = 5
 def table_health(catalog: Any, table_name: str, record: bool = True) -> dict[str, Any]:
     """Per-partition health of ``table_name`` from metadata (pyiceberg, no Spark), with the planner's decision now
     (``decision``); the inspection is recorded as a health sample (source ``ui``) unless ``record`` is false."""
-    from compaction.fleet import record_sample, sample_table
+    from compaction.ops.fleet import record_sample, sample_table
     from compaction.ledger import Ledger, LedgerError
 
     try:
@@ -401,7 +401,7 @@ def render_overview(overview: Any, base: str, sort: str = "attention", descendin
     """Every table of the catalog: health, the planner's decision now, last run, delete files over time."""
     from urllib.parse import quote
 
-    from compaction.fleet import SORT_DESCENDING, SORT_KEYS, sort_rows
+    from compaction.ops.fleet import SORT_DESCENDING, SORT_KEYS, sort_rows
     from icecompact_airflow.charts import sparkline
 
     key = sort if sort in SORT_KEYS else "attention"

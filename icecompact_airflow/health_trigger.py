@@ -3,7 +3,7 @@
 ``iceberg_compaction_on_health`` (dags/iceberg_health.py).
 
 The trigger runs in the triggerer: one loop per catalog watches every matching table
-(:class:`compaction.watch.HealthWatcher`: one metadata-pointer query per poll, new manifests only, the planner's
+(:class:`compaction.ops.watch.HealthWatcher`: one metadata-pointer query per poll, new manifests only, the planner's
 ``auto`` decision, a per-table rate limit, nothing fired while a run of the table is in flight) and yields one event
 per table that needs work. Its kwargs are names and numbers, never a secret (the catalog is resolved in the
 triggerer from its Airflow connection).
@@ -26,7 +26,7 @@ from compaction.core.triggering import MIN_INTERVAL_SECONDS_DEFAULT, POLL_SECOND
 
 class TableHealthTrigger(BaseEventTrigger):
     """Yields ``{"catalog", "table", "snapshot_id", "partitions", "kinds", ...}`` whenever a watched table's ``auto``
-    plan turns to work (see :mod:`compaction.watch`)."""
+    plan turns to work (see :mod:`compaction.ops.watch`)."""
 
     def __init__(self, catalog: str | None = None, tables: Sequence[str] = ("*",),
                  poll_s: float = POLL_SECONDS_DEFAULT, min_interval_s: float = MIN_INTERVAL_SECONDS_DEFAULT,
@@ -45,7 +45,7 @@ class TableHealthTrigger(BaseEventTrigger):
 
     def _watcher(self) -> Any:
         from compaction.ledger import Ledger
-        from compaction.watch import HealthWatcher
+        from compaction.ops.watch import HealthWatcher
         from icecompact_airflow.connections import resolve_catalog
 
         return HealthWatcher(resolve_catalog(self.catalog), self.tables, overrides=self.policy,

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 def maintain(table: str, params: Mapping[str, Any], echo: Any = print) -> dict[str, Any]:
     from icecompact_airflow.connections import resolve_catalog
 
-    from compaction.maintenance import maintain_table
+    from compaction.ops.maintenance import maintain_table
 
     report = maintain_table(resolve_catalog(params.get("catalog")), table, overrides=dict(params.get("overrides") or {}),
                             dry_run=bool(params.get("dry_run")), progress=echo)

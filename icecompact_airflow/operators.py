@@ -1,8 +1,8 @@
 """``CompactionSubmitOperator``: the provider's ``SparkSubmitOperator`` running one job group of a plan.
 
 Everything spark-submit needs (Spark conf, jars, driver class path, ``--py-files`` zip for cluster masters, the entry
-script and its arguments) comes from :func:`compaction.spark.submit.submit_parts`, the same pure builder behind
-``icecompact run``'s :func:`~compaction.spark.submit.build_command`; it is resolved at execute time on the worker,
+script and its arguments) comes from :func:`compaction.ops.submit.submit_parts`, the same pure builder behind
+``icecompact run``'s :func:`~compaction.ops.submit.build_command`; it is resolved at execute time on the worker,
 so XCom carries only paths, ids and the catalog name. Secrets (the catalog password) are written to a ``0600``
 properties file in a private ``0700`` temp dir, passed with ``--properties-file`` and removed when the job ends:
 they never appear in argv, in the rendered template fields or in the task log.
@@ -26,7 +26,7 @@ from icecompact_airflow import SPARK_CONN_ID
 from icecompact_airflow.hooks import CompactionSparkSubmitHook
 
 
-#: Environment of spark-submit set from :func:`compaction.spark.submit.submit_env` (client mode).
+#: Environment of spark-submit set from :func:`compaction.ops.submit.submit_env` (client mode).
 _CHILD_ENV = ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYTHONUNBUFFERED")
 
 
@@ -69,7 +69,7 @@ class CompactionSubmitOperator(SparkSubmitOperator):
     def _slot(self, catalog: Any, context: Any) -> Any:
         """One job at a time on a SQLite catalog; at most ``max_parallel_jobs`` per DAG run otherwise."""
         from compaction import settings
-        from compaction.runner import is_single_writer
+        from compaction.ops.runner import is_single_writer
         from icecompact_airflow.slots import job_slot, lock_dir
 
         root = settings.home() / "locks"
@@ -83,7 +83,7 @@ class CompactionSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         from compaction.spark.session import SparkSettings
-        from compaction.spark.submit import (
+        from compaction.ops.submit import (
             SubmitRequest,
             find_spark_binary,
             py_files_for,

@@ -4,7 +4,7 @@ Airflow's ``Param`` JSON schema catches wrong types and enum values when a run i
 then checks meaning (partition filter syntax, policy keys and ranges, table names and patterns, catalog name)
 in the first task, before anything is inspected, planned or submitted. Every problem is a
 :class:`~compaction.core.errors.ConfigError` whose message names the parameter. The partition filter is an Iceberg
-row filter on source columns (:mod:`compaction.filters`); its syntax is checked here, its columns, literals and
+row filter on source columns (:mod:`compaction.metadata.filters`); its syntax is checked here, its columns, literals and
 projection against each selected table by the ``discover`` task (:func:`icecompact_airflow.tasks.discover`).
 """
 
@@ -126,7 +126,7 @@ def parse_params(raw: Mapping[str, Any]) -> RunParams:
         raise _bad("partition_filter", text, "expected filter text such as \"ts >= '2024-01-02'\"")
     partition_filter = text.strip() if text and text.strip() else None
     if partition_filter is not None:
-        from compaction.filters import parse_row_filter  # pyiceberg's parser; never imported when the DAG is parsed
+        from compaction.metadata.filters import parse_row_filter  # pyiceberg's parser; never imported when the DAG is parsed
 
         try:
             parse_row_filter(partition_filter)

@@ -1,5 +1,5 @@
 """The DAG's resident path (param ``executor`` = ``resident``): queue every plan for the catalog's long-running Spark
-executor (compaction/executor.py) and wait for it *deferred*, so that waiting holds no worker slot.
+executor (compaction/ops/executor.py) and wait for it *deferred*, so that waiting holds no worker slot.
 
 * :class:`CompactionQueueOperator` (task ``compact_resident``) enqueues one work item per plan (all of a plan's job
   groups: one process, one rewrite action), starts an executor for each catalog that has none alive, then defers to
@@ -91,7 +91,7 @@ def _poll(ledger: Any, item_ids: list[str], take_back: bool) -> dict[str, Any] |
 def ensure_executors(ledger: Any, catalogs: Any, *, log: Any) -> None:
     """A live executor for each catalog: started detached on this worker when there is none, on the master of the
     Spark connection (as the ``submit`` path's jobs)."""
-    from compaction.executor import ensure_executor
+    from compaction.ops.executor import ensure_executor
     from icecompact_airflow.hooks import spark_settings
 
     settings = spark_settings()
@@ -108,7 +108,7 @@ def queue_plans(plans: Sequence[Any], params: Any, *, log: Any) -> list[str]:
 
     from compaction.core.plan import CompactionPlan
     from compaction.ledger import Ledger
-    from compaction.runner import is_single_writer
+    from compaction.ops.runner import is_single_writer
     from icecompact_airflow.connections import resolve_catalog
 
     item_ids: list[str] = []

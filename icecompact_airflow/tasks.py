@@ -75,8 +75,8 @@ def discover(raw_params: Mapping[str, Any]) -> list[str]:
     log.info("catalog %s: %d table(s) selected by %s: %s", catalog.name, len(selected), list(params.tables),
              ", ".join(selected) or "none")
     if params.partition_filter is not None:  # bind and project it on every selected table now: fail fast
-        from compaction.filters import compile_partition_filter
-        from compaction.inspect import load_table
+        from compaction.metadata.filters import compile_partition_filter
+        from compaction.metadata.inspect import load_table
 
         for table_name in selected:
             identity, table = load_table(catalog, table_name)
@@ -94,7 +94,7 @@ def inspect(table_name: str, raw_params: Mapping[str, Any], echo: Callable[[str]
     params = parse_params(raw_params)
     catalog = _catalog(params)
     from compaction.cli import format_health
-    from compaction.fleet import record_sample, sample_table
+    from compaction.ops.fleet import record_sample, sample_table
 
     sample, state = sample_table(catalog, table_name)
     echo(f"{catalog.name}.{table_name} at snapshot {state.snapshot_id}:\n{format_health(state)}")
@@ -141,10 +141,10 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     from compaction.core.intervals import partition_window_for
     from compaction.core.planner import plan as make_plan
     from compaction.core.policy import CompactionPolicy
-    from compaction.filters import compile_partition_filter
-    from compaction.inspect import load_table, table_state
+    from compaction.metadata.filters import compile_partition_filter
+    from compaction.metadata.inspect import load_table, table_state
     from compaction.ledger import Ledger, RunStatus, RunTrigger
-    from compaction.runner import is_single_writer, last_minor_times, write_plan
+    from compaction.ops.runner import is_single_writer, last_minor_times, write_plan
 
     table_name = str(inspection["table"])
     identity, table = load_table(catalog, table_name)
@@ -154,12 +154,12 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     partition_filter = compile_partition_filter(table, params.partition_filter, window, table_name=identity.dotted)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     with Ledger.open() as ledger:
-        from compaction.runner import settle_queued_runs
+        from compaction.ops.runner import settle_queued_runs
 
         settle_queued_runs(ledger, identity.dotted, catalog.name, progress=echo)  # runs whose waiter died
         snapshot_id = inspection.get("snapshot_id")
         if not params.dry_run:
-            from compaction.runner import check_unchecked_snapshots
+            from compaction.ops.runner import check_unchecked_snapshots
             from icecompact_airflow.hooks import spark_settings
 
             # Our commits no check covered (a job killed between commit and check) are checked first; when one
@@ -203,7 +203,7 @@ def job_groups(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any]
     params = parse_params(raw_params)
     if params.dry_run or params.executor == "resident":  # resident: compact_resident queues the work instead
         return []
-    from compaction.spark.submit import make_app_name
+    from compaction.ops.submit import make_app_name
 
     jobs = []
     for p in plans:
@@ -230,9 +230,9 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
     params = parse_params(raw_params)
     from compaction.core.errors import RewriteJobError
     from compaction.core.plan import CompactionPlan
-    from compaction.executor import group_results
+    from compaction.ops.executor import group_results
     from compaction.ledger import Ledger
-    from compaction.runner import record_run
+    from compaction.ops.runner import record_run
 
     records: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -265,7 +265,7 @@ def record(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any],
 
 def _result_file(plan_path: str, group_id: int) -> tuple[int, dict[str, Any] | None, str | None]:
     """(group, result, error) from a spark-submit job's result file (or its checkpoint)."""
-    from compaction.spark.submit import read_group_result
+    from compaction.ops.submit import read_group_result
 
     result, error = read_group_result(result_path(plan_path, group_id))
     if result is None:
@@ -283,7 +283,7 @@ def summary(plans: Sequence[Mapping[str, Any]] | None, raw_params: Mapping[str, 
     from types import SimpleNamespace
 
     from compaction.cli import format_before_after, format_health
-    from compaction.fleet import record_sample, sample_table
+    from compaction.ops.fleet import record_sample, sample_table
     from compaction.ledger import Ledger
 
     out: dict[str, Any] = {}

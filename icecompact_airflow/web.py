@@ -29,7 +29,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from icecompact_airflow import DAG_ID
 
 if TYPE_CHECKING:
-    from compaction.fleet import Overview
+    from compaction.ops.fleet import Overview
 
 PREFIX = "/compaction"
 
@@ -114,7 +114,7 @@ def _default_catalog_name() -> str:
 def _refresh_in_background(catalog: Any, names: list[str]) -> None:
     """Re-inspect the tables the overview showed from an older sample (after the answer was sent)."""
     from compaction.core.errors import CompactionError
-    from compaction.fleet import refresh_tables
+    from compaction.ops.fleet import refresh_tables
     from compaction.ledger import Ledger
 
     try:
@@ -218,8 +218,8 @@ def create_app() -> FastAPI:
         try:  # the DAG's own validation, and the filter bound to this table: mistakes are shown here, not later
             parse_params(conf)
             if conf["partition_filter"]:
-                from compaction.filters import compile_partition_filter
-                from compaction.inspect import load_table
+                from compaction.metadata.filters import compile_partition_filter
+                from compaction.metadata.inspect import load_table
 
                 identity, loaded = load_table(cat, name)
                 compile_partition_filter(loaded, conf["partition_filter"], table_name=identity.dotted)
@@ -306,7 +306,7 @@ def _seconds(variable: str, default: float) -> float:
 
 def _overview(catalog: Any) -> Overview:
     from compaction.core.errors import CompactionError
-    from compaction.fleet import POINTER_MAX_AGE_S, REFRESH_BUDGET_S, build_overview
+    from compaction.ops.fleet import POINTER_MAX_AGE_S, REFRESH_BUDGET_S, build_overview
 
     budget = _seconds(REFRESH_BUDGET_ENV, REFRESH_BUDGET_S)
     with _ledger() as ledger:

@@ -43,11 +43,13 @@ pyspark_pin=$(PYTHONPATH=. "$PYTHON" -c "import sys; from compaction.spark.artif
 sys.exit('unknown Spark line $SPARK (supported: ' + ', '.join(L) + ')') if '$SPARK' not in L else print(L['$SPARK'].pyspark)")
 constraints=$(mktemp); trap 'rm -f "$constraints"' EXIT
 grep -v '^pyspark==' constraints.txt > "$constraints"; echo "pyspark==$pyspark_pin" >> "$constraints"
-stamp=$VENV/.installed-$(cat setup.cfg "$constraints" | sha256sum | cut -c1-16)
+stamp=$VENV/.installed-$(cat setup.cfg testing/setup.cfg "$constraints" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  echo ">> pip install -c constraints.txt (pyspark==$pyspark_pin) -e .[test] into $VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$constraints" -e ".[test]"
+  # The product (with its test tools as the `test` extra) and, beside it, the test rig (testing/: reference reader,
+  # generators, soaks, throwaway servers), a distribution of its own that the product never imports.
+  echo ">> pip install -c constraints.txt (pyspark==$pyspark_pin) -e .[test] -e testing into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$constraints" -e ".[test]" -e testing
   "$VENV/bin/pip" check >/dev/null || { "$VENV/bin/pip" check; die "pip check failed"; }
   rm -f "$VENV"/.installed-*; touch "$stamp"
 fi

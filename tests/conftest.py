@@ -131,7 +131,7 @@ def _register(spark, catalog: CatalogConfig) -> None:  # type: ignore[no-untyped
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[object]:
-    from compaction.testing.postgres import start_cluster
+    from icecompact_testing.postgres import start_cluster
 
     cluster = start_cluster()
     yield cluster
@@ -156,7 +156,7 @@ def object_store() -> Iterator[object]:
     """One SeaweedFS (S3 endpoint + Iceberg REST catalog) for the test session. Every REST catalog of the session
     serves the same warehouse: each test gets its own catalog *name* (Spark keeps a catalog's instance per name), but
     it sees the other tests' tables, so each test uses table names of its own."""
-    from compaction.testing.objectstore import start_object_store
+    from compaction.demo.object_store import start_object_store
 
     server = start_object_store()
     yield server

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from compaction.testing.bulk import MIB, SIZES, BulkSpec, generate_bulk
-from compaction.testing.oracle import read_table, rows_diff, spark_rows
+from icecompact_testing.bulk import MIB, SIZES, BulkSpec, generate_bulk
+from icecompact_testing.oracle import read_table, rows_diff, spark_rows
 
 
 def test_named_sizes_grow_and_keep_several_segments_per_partition() -> None:

@@ -17,12 +17,12 @@ from compaction.core.errors import CatalogUnavailableError, CommitConflictError,
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark.job import COMMITTED, run_group
 from compaction.spark.jvm import activate
 from compaction.spark.validation import ValidationLevel, classify_java_error
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -78,7 +78,7 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
     during the outage). Spark's resolution swallows that failure and reports "spark_catalog requires a single-part
     namespace" (found by the soak); the job must see the outage and wait."""
     from compaction.spark.session import register_catalog
-    from compaction.testing.postgres import start_cluster
+    from icecompact_testing.postgres import start_cluster
 
     cluster = start_cluster()
     try:
@@ -136,7 +136,7 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
     main and no validated outcome (and a group commit's undo, unable to reach the catalog, crashed the job). Now the
     job waits for the catalog and validates what it committed: one partition (run_task) and a group commit."""
     import compaction.spark.job as job
-    from compaction.testing.postgres import start_cluster
+    from icecompact_testing.postgres import start_cluster
 
     cluster = start_cluster()
     try:

@@ -14,11 +14,11 @@ import pytest
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-from compaction.runner import run_table
+from compaction.ops.runner import run_table
 from compaction.spark import jvm as J
 from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import BASE_TS_US, DAY_US, WorkloadSpec, generate, ts_from_micros
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import BASE_TS_US, DAY_US, WorkloadSpec, generate, ts_from_micros
 
 
 def _day_of(ts: Any) -> int:

@@ -32,15 +32,15 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing import engines as E
-from compaction.testing.oracle import read_table, rows_diff, spark_rows
+from icecompact_testing import engines as E
+from icecompact_testing.oracle import read_table, rows_diff, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
-# A few seeded random shapes (compaction.testing.workload.WorkloadSpec.random), chosen for coverage:
+# A few seeded random shapes (compaction.demo.workload.WorkloadSpec.random), chosen for coverage:
 #   311   v2  unpartitioned -> bucket(4, id), global equality deletes on (id, region), null keys
 #   311v3 the same shape on v3 (deletion vectors)
 #   312   v3  days(ts) -> region, null keys (20 %)
@@ -136,7 +136,7 @@ def _minor_then_major_on_a_clone(spark: Any, catalog: CatalogConfig, namespace: 
 @pytest.mark.parametrize("seed,format_version", SCENARIOS, ids=[f"{s}-v{v or 'random'}" for s, v in SCENARIOS])
 def test_engines_read_what_spark_reads_after_minor_and_major(spark, sqlite_catalog: CatalogConfig, request,  # type: ignore[no-untyped-def]
                                                              seed: int, format_version: int | None) -> None:
-    from compaction.testing.workload import WorkloadSpec, generate
+    from compaction.demo.workload import WorkloadSpec, generate
 
     overrides: dict[str, Any] = {"use_equality_deletes": True}
     if format_version is not None:
@@ -152,8 +152,8 @@ def test_engines_read_what_spark_reads_after_minor_and_major(spark, sqlite_catal
 @pytest.mark.parametrize("format_version", [3])
 def test_engines_read_what_spark_reads_on_the_bulk_table(spark, sqlite_catalog: CatalogConfig, request,  # type: ignore[no-untyped-def]
                                                          format_version: int) -> None:
-    """The production shape (compaction.testing.bulk, size xs): many DVs per Puffin file after our MINOR."""
-    from compaction.testing.bulk import BulkSpec, generate_bulk
+    """The production shape (icecompact_testing.bulk, size xs): many DVs per Puffin file after our MINOR."""
+    from icecompact_testing.bulk import BulkSpec, generate_bulk
 
     generate_bulk(spark, sqlite_catalog, "bulk.events", BulkSpec.named("xs", format_version, seed=17))
     outcomes = _minor_then_major_on_a_clone(spark, sqlite_catalog, "bulk", "events", request)
@@ -184,7 +184,7 @@ def test_arrow_rows_normalize_like_the_reference_reader() -> None:
 
     import pyarrow as pa
 
-    from compaction.testing.oracle import NAN, normalize_row
+    from icecompact_testing.oracle import NAN, normalize_row
 
     table = pa.table({
         "ts": pa.array([1_704_067_200_000_000, None], pa.timestamp("us", tz="UTC")),

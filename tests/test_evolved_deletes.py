@@ -16,10 +16,10 @@ from compaction.core.model import DeleteContent
 from compaction.core.plan import CompactionKind
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.spark.partition_files import scan_partition
-from compaction.testing.workload import WorkloadSpec, generate
+from compaction.demo.workload import WorkloadSpec, generate
 
 NOW = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
 

@@ -1,5 +1,5 @@
 """Issue 28: every compaction mode on seeded random CDC scenarios over tables whose partition spec and schema
-evolved (:mod:`compaction.testing.evolution`), with real Spark + Iceberg.
+evolved (:mod:`icecompact_testing.evolution`), with real Spark + Iceberg.
 
 Each seed's table is generated once (renamed key and partition-source columns, widened types, a dropped and re-added
 column, reordered columns, nested types; equality deletes before and after the renames, global ones on tables that
@@ -7,7 +7,7 @@ started unpartitioned; position deletes / DVs from Spark DML) and checked agains
 then runs on its own clone of that table (registered from the same metadata file) through the job's own entry point
 (:func:`compaction.spark.job.run_group`, in this process's Spark session), and the result is checked:
 
-* content: the reference reader (:mod:`compaction.testing.oracle`) and Spark read exactly the rows of before;
+* content: the reference reader (:mod:`icecompact_testing.oracle`) and Spark read exactly the rows of before;
 * full-rewrite MAJOR: no delete file applies to any live data file, both by the spec's rule computed from metadata
   by the reference reader (equality: data seq < delete seq and same spec + partition or an unpartitioned delete;
   position / DV: data seq <= delete seq, same spec + partition, naming the data file) and by Iceberg's own scan
@@ -15,7 +15,7 @@ then runs on its own clone of that table (registered from the same metadata file
 * MINOR: no equality-delete file is left in a partition it committed;
 * pyiceberg and DuckDB read what Spark reads (pyiceberg may refuse, with its equality-delete message, only while
   equality deletes are live; DuckDB's default configuration may only show its known deletion-vector cache defect,
-  see :mod:`compaction.testing.engines`).
+  see :mod:`icecompact_testing.engines`).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing import engines as E
-from compaction.testing.evolution import (
+from icecompact_testing import engines as E
+from icecompact_testing.evolution import (
     PARTITION_PLANS,
     REQUIRED_SCHEMA_STEPS,
     SCHEMA_STEPS,
@@ -46,7 +46,7 @@ from compaction.testing.evolution import (
     EvolvedScenario,
     generate,
 )
-from compaction.testing.oracle import OracleResult, read_table, rows_diff, spark_rows
+from icecompact_testing.oracle import OracleResult, read_table, rows_diff, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 #: Seeds chosen so that together they cover the scenario space (checked by test_seeds_cover_the_scenario_space).

@@ -19,13 +19,13 @@ from compaction.catalog import CatalogConfig
 from compaction.cli import main as cli_main
 from compaction.core.plan import CompactionMode
 from compaction.core.queue import RestartLimits, WorkStatus
-from compaction.executor import ensure_executor
+from compaction.ops.executor import ensure_executor
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-from compaction.runner import run_table
+from compaction.ops.runner import run_table
 from compaction.spark.executor import ServeOptions
-from compaction.testing.oracle import read_table
-from compaction.testing.processes import stop_ledger_executors
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table
+from icecompact_testing.processes import stop_ledger_executors
+from compaction.demo.workload import WorkloadSpec, generate
 
 FAST = ServeOptions(poll_s=0.2, lease_s=6.0, heartbeat_s=1.0, limits=RestartLimits(max_groups=50))
 
@@ -156,8 +156,9 @@ def test_two_executors_share_the_queue_of_a_postgresql_ledger(spark, postgres_ca
     import subprocess
     import sys
 
-    from compaction.executor import option_args, write_catalog_file
-    from compaction.testing.standalone import start_cluster
+    from compaction.ops.executor import write_catalog_file
+    from compaction.spark.contract import option_args
+    from icecompact_testing.standalone import start_cluster
 
     cluster = start_cluster(tmp_path / "spark-standalone", cores=2, memory="1500m") if master == "standalone" else None
     master_args = ["--master", "local[1]"] if cluster is None else [

@@ -1,4 +1,4 @@
-"""Row filters on source columns -> projected partition filters (compaction.filters, pyiceberg; no Spark).
+"""Row filters on source columns -> projected partition filters (compaction.metadata.filters, pyiceberg; no Spark).
 
 Bad input fails with exit code 2 (configuration) or 4 (planning) and a message, before anything is inspected or
 recorded. The equivalence with Iceberg's own scan planning is tests/spark/test_filter_property.py."""
@@ -19,7 +19,7 @@ from compaction.cli import main as cli_main
 from compaction.core.errors import CompactionError, ConfigError, PlanningError
 from compaction.core.intervals import SpecField, interval_filter
 from compaction.core.model import PartitionFieldValue, PartitionKey
-from compaction.filters import compile_partition_filter, parse_row_filter
+from compaction.metadata.filters import compile_partition_filter, parse_row_filter
 from compaction.ledger import Ledger
 
 pyiceberg_types = pytest.importorskip("pyiceberg.types")
@@ -48,7 +48,7 @@ from pyiceberg.types import (  # noqa: E402
 
 UTC = _dt.timezone.utc
 EPOCH = _dt.date(1970, 1, 1)
-# The demo table's schema (compaction.testing.workload.demo_table): days(ts) partitions.
+# The demo table's schema (compaction.demo.workload.demo_table): days(ts) partitions.
 EVENTS = Schema(NestedField(1, "id", LongType()), NestedField(2, "region", StringType()),
                 NestedField(3, "ts", TimestamptzType()), NestedField(4, "amount", DecimalType(10, 2)),
                 NestedField(5, "note", StringType()))
@@ -266,13 +266,13 @@ def test_cli_exit_codes_and_nothing_inspected_or_recorded(home: Path, monkeypatc
                                                           capsys: pytest.CaptureFixture[str], command: str, text: str,
                                                           code: int, message: str) -> None:
     _demo(home)
-    import compaction.inspect
+    import compaction.metadata.inspect
 
     def no_inspection(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("the table was inspected before the filter was checked")
 
-    monkeypatch.setattr(compaction.inspect, "table_state", no_inspection)
-    monkeypatch.setattr("compaction.runner.table_state", no_inspection)
+    monkeypatch.setattr(compaction.metadata.inspect, "table_state", no_inspection)
+    monkeypatch.setattr("compaction.ops.runner.table_state", no_inspection)
     assert cli_main([command, "demo.events", "--partition", text]) == code
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err

@@ -29,7 +29,7 @@ from compaction.core.model import (
     TableState,
 )
 from compaction.core.policy import CompactionPolicy
-from compaction.fleet import build_overview, metadata_locations, needs_sample, sort_rows
+from compaction.ops.fleet import build_overview, metadata_locations, needs_sample, sort_rows
 from compaction.ledger import HealthRetention, Ledger, LedgerError, RunStatus
 
 UTC = dt.timezone.utc
@@ -232,7 +232,7 @@ def test_overview_samples_changed_tables_only_and_orders_by_attention(tmp_path: 
 
 def test_sample_decision_honours_minor_interval_from_the_ledger(tmp_path: Path) -> None:
     from compaction.core.plan import CompactionKind
-    from compaction.fleet import sample_table
+    from compaction.ops.fleet import sample_table
     from compaction.ledger import OutcomeStatus, PartitionOutcome
 
     catalog = CatalogConfig.sqlite("iv", tmp_path / "catalog.db", tmp_path / "wh")

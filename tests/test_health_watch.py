@@ -1,4 +1,4 @@
-"""Health-triggered compaction's watcher (compaction/watch.py) on a real table: it fires when a commit crosses a
+"""Health-triggered compaction's watcher (compaction/ops/watch.py) on a real table: it fires when a commit crosses a
 partition's MINOR trigger (fragment files, as a streaming writer makes them) and not before, reads only the manifests a commit added, holds back while a run of the
 table is in flight, and rate-limits; plus the pure rules (compaction/core/triggering.py)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from compaction.catalog import CatalogConfig
 from compaction.core.triggering import WatchedTable, fire_decision, should_evaluate
 from compaction.ledger import Ledger, RunStatus
-from compaction.watch import HealthWatcher
+from compaction.ops.watch import HealthWatcher
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

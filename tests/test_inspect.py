@@ -11,7 +11,7 @@ import pytest
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CatalogError, ConfigError
 from compaction.core.model import TableState
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 
 MOR = ("'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
        "'write.merge.mode'='merge-on-read'")

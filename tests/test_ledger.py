@@ -249,7 +249,7 @@ def test_the_schema_is_checked_from_the_py_files_zip(tmp_path: Path) -> None:
     import sys
 
     from compaction.ledger.engine import _script_revisions
-    from compaction.spark.submit import build_py_files
+    from compaction.ops.submit import build_py_files
 
     archive = build_py_files(tmp_path / "cache")
     url = f"sqlite:///{tmp_path / 'ledger.db'}"

@@ -19,14 +19,14 @@ from compaction.core.maintenance import MaintenanceAction as A
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan as make_plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table, load_table as py_load_table
+from compaction.metadata.inspect import inspect_table, load_table as py_load_table
 from compaction.ledger import Ledger, RunStatus
-from compaction.maintenance import maintain_table
+from compaction.ops.maintenance import maintain_table
 from compaction.spark.job import COMMITTED, run_group
 from compaction.spark.jvm import data_files, load_table
 from compaction.spark.validation import ValidationLevel
-from compaction.testing.oracle import read_table, spark_rows
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table, spark_rows
+from compaction.demo.workload import WorkloadSpec, generate
 
 EVERYTHING = {"max_snapshot_age_ms": 1, "min_snapshots_to_keep": 1, "rewrite_manifests_small_count": 2,
               "orphans_enabled": True, "orphans_older_than_s": 0}
@@ -288,7 +288,7 @@ def test_storage_profile_classifies_every_file_by_what_references_it(  # type: i
         spark, sqlite_catalog: CatalogConfig) -> None:
     """The maintenance soak's breakdown of storage: the current snapshot's files are live, files only an older
     snapshot references are retained history, and an unreferenced file is young or old by the orphan age."""
-    from compaction.testing.maintenance_soak import STORAGE_CLASSES, list_storage, storage_profile
+    from icecompact_testing.maintenance_soak import STORAGE_CLASSES, list_storage, storage_profile
 
     ref = f"{sqlite_catalog.name}.mt.profile"
     spark.sql(f"CREATE TABLE {ref} (id bigint, grp int) USING iceberg PARTITIONED BY (grp) "

@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from compaction.catalog import CatalogConfig
-from compaction.inspect import load_table
-from compaction.maintenance import maintenance_state, read_state
+from compaction.metadata.inspect import load_table
+from compaction.ops.maintenance import maintenance_state, read_state
 
 
 def test_read_state_equals_the_pyiceberg_state(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
-"""The maintenance soak's goals (compaction.testing.maintenance_soak.evaluate) on hand-made reports: no Spark, no
+"""The maintenance soak's goals (icecompact_testing.maintenance_soak.evaluate) on hand-made reports: no Spark, no
 soak run (a real run does not fit the test budget; bench/soak.py --maintenance runs it)."""
 
 from __future__ import annotations
 
-from compaction.testing.maintenance_soak import MaintenanceSoakConfig, MaintenanceSoakReport, evaluate
+from icecompact_testing.maintenance_soak import MaintenanceSoakConfig, MaintenanceSoakReport, evaluate
 
 
 def _report(snapshots: list[int], storage: int, live: int) -> MaintenanceSoakReport:

@@ -10,11 +10,11 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionKind, CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate, spark_rows
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 SEEDS = list(range(100, 120))  # 20 random table shapes
@@ -171,8 +171,8 @@ def test_a_job_that_ends_early_leaves_a_record_of_what_it_committed(spark, postg
     # ledger recorded every partition failed while 7 validated snapshots of that run were on main. The job now
     # checkpoints an incomplete result after each validated step; record takes what it reports.
     from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-    from compaction.runner import finish_recorded_run, record_group_result
-    from compaction.spark.submit import progress_path, read_group_result
+    from compaction.ops.runner import finish_recorded_run, record_group_result
+    from compaction.ops.submit import progress_path, read_group_result
 
     generate(spark, postgres_catalog, "cdc.t", WorkloadSpec(seed=17, commits=4, rows_per_commit=40, days_span=3,
                                                            partitioning="days_ts"))

@@ -1,5 +1,5 @@
 """MAJOR on tables whose partition spec evolved (issue 28): real Spark, real Iceberg, content checked with the
-reference reader (compaction.testing.oracle), which decides which delete applies to which live data file from the
+reference reader (icecompact_testing.oracle), which decides which delete applies to which live data file from the
 table's metadata by the spec's rules (sequence numbers, partition, global equality deletes) independently of ours."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing import workload
-from compaction.testing.oracle import OracleResult, read_table
-from compaction.testing.workload import WorkloadSpec, generate, spark_rows
+from compaction.demo import workload
+from icecompact_testing.oracle import OracleResult, read_table
+from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 UNPARTITIONED_TO_REGION = "ADD PARTITION FIELD region"

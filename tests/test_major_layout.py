@@ -16,12 +16,12 @@ from compaction.core.errors import ConfigError
 from compaction.core.plan import CompactionKind, CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.spark.job import COMMITTED, FAILED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate, spark_rows
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 SORT = {"major_strategy": "sort", "major_sort_columns": "amount DESC NULLS LAST, id"}

@@ -12,11 +12,11 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionKind, CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate, spark_rows
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 # 20 random shapes that all have equality deletes (the generator's random specs sometimes turn them off).
@@ -133,7 +133,7 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
 def test_run_minor_through_spark_submit(spark, sqlite_catalog: CatalogConfig, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The spark-submit path (entry point, shipped code, py4j callbacks for Iceberg's DV writer) on a v3 table."""
     from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-    from compaction.runner import run_table
+    from compaction.ops.runner import run_table
 
     workload = generate(spark, sqlite_catalog, "e2e.minor", WorkloadSpec(
         seed=21, format_version=3, partitioning="days_ts", commits=3, eq_delete_fraction=0.8, days_span=2))
@@ -194,7 +194,7 @@ def test_minor_on_partition_values_that_need_escaping(spark, sqlite_catalog: Cat
     assert sum(p.converted_rows for p in outcomes) == sum(1 for i, _, _ in rows if i % 4 in (0, 1, 2))
     after = read_table(sqlite_catalog.load().load_table(("odd", "t")))
     assert after.rows == before.rows
-    from compaction.testing.oracle import spark_rows as oracle_spark_rows
+    from icecompact_testing.oracle import spark_rows as oracle_spark_rows
 
     assert oracle_spark_rows(spark, ref) == before.rows
     assert not [d for d in after.delete_files if d.delete_kind == "equality"]

@@ -17,7 +17,7 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.spark import major as major_module
 from compaction.spark import job as job_module
@@ -25,8 +25,8 @@ from compaction.spark import minor as minor_module
 from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import BASE_TS_US, WorkloadSpec, generate, spark_rows, ts_from_micros
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import BASE_TS_US, WorkloadSpec, generate, spark_rows, ts_from_micros
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TABLE = "race.t"

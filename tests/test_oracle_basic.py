@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from compaction.catalog import CatalogConfig
-from compaction.testing.oracle import (
+from icecompact_testing.oracle import (
     NAN,
     DeleteKind,
     OracleResult,

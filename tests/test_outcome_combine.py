@@ -16,7 +16,7 @@ from compaction.core.display import validation_label
 from compaction.core.model import PartitionFieldValue, PartitionKey
 from compaction.core.plan import CompactionKind, partition_key_to_dict
 from compaction.ledger import OutcomeStatus, RunStatus
-from compaction.runner import RunReport, _outcome
+from compaction.ops.runner import RunReport, _outcome
 from compaction.spark import job
 from compaction.spark.job import COMMITTED, FAILED, NO_OP, SKIPPED, PartitionResult, _combine, final_line
 from compaction.spark.validation import ValidationLevel

@@ -20,17 +20,17 @@ from compaction.core.model import TableIdentity
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table, load_table
+from compaction.metadata.inspect import inspect_table, load_table
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-from compaction.posthoc import pending_checks, run_posthoc_checks
-from compaction.runner import run_table
+from compaction.ops.posthoc import pending_checks, run_posthoc_checks
+from compaction.ops.runner import run_table
 from compaction.spark import jvm as J
 from compaction.spark.major import PLAN_PROPERTY, rewrite_partition
 from compaction.spark.posthoc import check_snapshots
 from compaction.spark.validation import ValidationLevel
-from compaction.testing.oracle import read_table
-from compaction.testing.processes import SparkSubmitKiller
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table
+from icecompact_testing.processes import SparkSubmitKiller
+from compaction.demo.workload import WorkloadSpec, generate
 
 NOW = dt.datetime.now(dt.timezone.utc)
 

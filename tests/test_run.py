@@ -14,10 +14,10 @@ from compaction.cli import main as cli_main
 from compaction.core.errors import CatalogError, ConfigError, PlanningError, UnsupportedTableError
 from compaction.core.plan import CompactionMode
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-from compaction.runner import run_table
-from compaction.testing.oracle import read_table
-from compaction.testing.processes import SparkSubmitKiller
-from compaction.testing.workload import WorkloadSpec, generate
+from compaction.ops.runner import run_table
+from icecompact_testing.oracle import read_table
+from icecompact_testing.processes import SparkSubmitKiller
+from compaction.demo.workload import WorkloadSpec, generate
 
 
 @pytest.fixture()
@@ -62,8 +62,8 @@ def test_run_end_to_end_then_nothing_to_do(spark, sqlite_catalog: CatalogConfig,
     def no_submit(*_a: object, **_k: object) -> None:
         raise AssertionError("spark-submit started by a run with nothing to do")
 
-    monkeypatch.setattr("compaction.runner.run_submit", no_submit)
-    monkeypatch.setattr("compaction.spark.submit.run_submit", no_submit)
+    monkeypatch.setattr("compaction.ops.runner.run_submit", no_submit)
+    monkeypatch.setattr("compaction.ops.submit.run_submit", no_submit)
     second = run_table(sqlite_catalog, "e2e.t", ledger=ledger, progress=lines.append,
                        overrides={"major.delete-ratio": 0.01})
     assert not second.plan.groups

@@ -11,11 +11,11 @@ import pytest
 from compaction.catalog import CatalogConfig
 from compaction.cli import WHOLE_TABLE_LABEL, format_before_after
 from compaction.core.plan import CompactionMode
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-from compaction.runner import run_table
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate
+from compaction.ops.runner import run_table
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate
 
 
 @pytest.fixture()

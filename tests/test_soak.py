@@ -1,4 +1,4 @@
-"""A short soak (compaction.testing.soak; bench/soak.py runs the 15-minute one): a writer process committing every 2 s
+"""A short soak (icecompact_testing.soak; bench/soak.py runs the 15-minute one): a writer process committing every 2 s
 (fragments + equality deletes, a Spark DELETE / MERGE every 30 s), Airflow's scheduler running the compaction DAG
 every minute on a PostgreSQL catalog and ledger, and the three faults: a compaction job SIGKILLed mid-rewrite, the
 scheduler SIGKILLed and restarted, PostgreSQL stopped for a few seconds. The invariants, not the timings, are
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compaction.testing.soak import SoakConfig, evaluate, minor_trigger, run_soak, writer_summary
+from icecompact_testing.soak import SoakConfig, evaluate, minor_trigger, run_soak, writer_summary
 
 
 def test_short_soak_with_faults_loses_nothing_and_never_blocks_the_writer(spark, tmp_path: Path) -> None:

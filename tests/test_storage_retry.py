@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compaction.core.errors import CatalogError, StorageUnavailableError
-from compaction.storage_retry import is_transient_storage_error, with_storage_retries
+from compaction.metadata.storage_retry import is_transient_storage_error, with_storage_retries
 
 PYARROW_500 = OSError("When reading information for key 'db/t/metadata/snap-1.avro' in bucket 'wh': AWS Error "
                       "INTERNAL_FAILURE during GetObject operation: We encountered an internal error, please try again.")

@@ -18,9 +18,9 @@ import pytest
 
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError, ConfigError, RewriteJobError
-from compaction.spark import submit
+from compaction.ops import submit
 from compaction.spark.session import SparkSettings
-from compaction.spark.submit import (
+from compaction.ops.submit import (
     SparkSubmitError,
     SubmitOutcome,
     SubmitRequest,
@@ -85,7 +85,7 @@ def test_build_command_is_pure_and_deterministic(monkeypatch: pytest.MonkeyPatch
     assert first[first.index("--properties-file") + 1] == "/secret/dir/p.properties"
     assert "--py-files" not in first and "--packages" not in first
     entry = first.index(str(submit.entry_script_path()))
-    assert submit.entry_script_path().name == "__main__.py"
+    assert submit.entry_script_path().name == "__main__.py" and submit.entry_script_path().is_file()
     assert first[entry:] == [str(submit.entry_script_path()), "run", "--plan", "/plans/p.json", "--group", "2",
                              "--result", "/results/r.json", "--catalog", "pg", "--validation", "count",
                              "--max-retries", "3"]
@@ -174,7 +174,7 @@ def test_py_files_only_for_non_local_masters(tmp_path: Path) -> None:
     with zipfile.ZipFile(archive) as zf:
         names = zf.namelist()
         assert "compaction/core/planner.py" in names
-        assert "compaction/spark/submit.py" in names
+        assert "compaction/ops/submit.py" in names
         assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
         assert zf.read("compaction/core/planner.py") == Path(submit.__file__).parents[1].joinpath(
             "core", "planner.py").read_bytes()
@@ -272,7 +272,7 @@ def test_run_submit_real_spark_job(tmp_path: Path, caplog: pytest.LogCaptureFixt
     request.result_path.parent.mkdir()
     request.result_path.write_text('{"stale": true}')  # a previous run's result must not be mistaken for ours
     seen: list[str] = []
-    with caplog.at_level(logging.INFO, logger="compaction.spark.submit"):
+    with caplog.at_level(logging.INFO, logger="compaction.ops.submit"):
         outcome = run_submit(request, on_output=seen.append, timeout_s=300, entry_script=script)
 
     assert isinstance(outcome, SubmitOutcome) and outcome.ok and outcome.returncode == 0
@@ -363,7 +363,7 @@ def test_interrupt_kills_process_group_and_removes_private_dir(tmp_path: Path, c
             children.append(int(line.split()[-1]))
             raise KeyboardInterrupt
 
-    with caplog.at_level(logging.INFO, logger="compaction.spark.submit"):
+    with caplog.at_level(logging.INFO, logger="compaction.ops.submit"):
         with pytest.raises(KeyboardInterrupt):
             run_submit(request, on_output=interrupt, timeout_s=60, kill_grace_s=1)
     assert children and not _alive(children[0])

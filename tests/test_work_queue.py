@@ -171,7 +171,7 @@ def test_a_run_whose_waiter_died_is_recorded_from_its_work_items(ledger: Ledger)
     from compaction.core.plan import (CompactionKind, CompactionMode, CompactionPlan, CompactionTask, JobGroup,
                                       PartitionDecision, partition_key_to_dict)
     from compaction.core.policy import CompactionPolicy
-    from compaction.runner import settle_queued_runs
+    from compaction.ops.runner import settle_queued_runs
     from compaction.ledger import OutcomeStatus, RunStatus
 
     k0, k1 = (PartitionKey(0, (PartitionFieldValue("p", "identity", "p", v),)) for v in ("a", "b"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.testing.workload import (
+from compaction.demo.workload import (
     DEMO_SPEC,
     EVOLUTIONS,
     PARTITIONINGS,

@@ -6,7 +6,7 @@
 * :mod:`compaction.core.planner` - per-partition decisions and cost-balanced task planning.
 * :mod:`compaction.core.plan` - the versioned, JSON round-trippable ``CompactionPlan``.
 * :mod:`compaction.core.partition_filter` - partition filters in projected form (parsed and projected by
-  :mod:`compaction.filters`).
+  :mod:`compaction.metadata.filters`).
 * :mod:`compaction.core.intervals` - data intervals of DAG runs as row filters on the time column.
 """
 

@@ -24,7 +24,7 @@ class CompactionError(Exception):
 
 class ConfigError(CompactionError):
     """A configuration value (catalog property, policy key, run parameter) is missing or invalid; also a partition
-    filter that is malformed, names an unknown column or has a literal of the wrong type (see compaction.filters)."""
+    filter that is malformed, names an unknown column or has a literal of the wrong type (see compaction.metadata.filters)."""
 
     exit_code = 2
 

@@ -7,7 +7,7 @@ has a ``year``/``month``/``day``/``hour`` transform of a ``date``/``timestamp`` 
 
 The interval becomes a row filter on the *source* column of that field (:class:`IntervalFilter`, e.g.
 ``ts >= '2024-01-02T00:00:00+00:00' and ts < '2024-01-03T00:00:00+00:00'``), which goes through the same machinery
-as a user's ``partition_filter`` (:mod:`compaction.filters`: bound to the schema, projected inclusively onto every
+as a user's ``partition_filter`` (:mod:`compaction.metadata.filters`: bound to the schema, projected inclusively onto every
 partition spec, combined with the user's filter by ``and``, recorded in its normalised bound form). Literals: a
 ``timestamptz`` column gets UTC instants with ``+00:00``; a ``timestamp`` (without zone) column the UTC wall clock,
 as Spark writes it with ``spark.sql.session.timeZone=UTC``; a ``date`` column the first and last UTC dates of the

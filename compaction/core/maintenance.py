@@ -342,7 +342,7 @@ def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _d
     for f in state.in_flight:
         if (now - f.started_at).total_seconds() > policy.in_flight_timeout_s:
             notes.append(f"{f.kind} {f.ident} in flight since {f.started_at.isoformat()} is older than "
-                         f"compaction.maintenance.in-flight-timeout ({_age(policy.in_flight_timeout_s * 1000)}): "
+                         f"compaction.ops.maintenance.in-flight-timeout ({_age(policy.in_flight_timeout_s * 1000)}): "
                          "taken as abandoned, it protects nothing")
         else:
             active.append(f)
@@ -369,7 +369,7 @@ def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _d
         stats["metadata_file_bytes"] = state.metadata_file_bytes
 
     decisions: list[MaintenanceDecision] = []
-    off_all = None if policy.enabled else "maintenance disabled (compaction.maintenance.enabled=false)"
+    off_all = None if policy.enabled else "maintenance disabled (compaction.ops.maintenance.enabled=false)"
     no_gc = None if policy.gc_enabled else "gc.enabled=false: the table may share files with other tables; Iceberg " \
                                          "refuses to expire snapshots or delete files"
 
@@ -379,7 +379,7 @@ def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _d
     cutoff = now_ms - policy.max_snapshot_age_ms
     if off_all or no_gc or not policy.expire_enabled:
         decisions.append(MaintenanceDecision(MaintenanceAction.EXPIRE_SNAPSHOTS, False, off_all or no_gc or
-                                             "expiry disabled (compaction.maintenance.expire-snapshots.enabled=false)"))
+                                             "expiry disabled (compaction.ops.maintenance.expire-snapshots.enabled=false)"))
     elif not state.snapshots:
         decisions.append(MaintenanceDecision(MaintenanceAction.EXPIRE_SNAPSHOTS, False, "no snapshots"))
     else:
@@ -425,7 +425,7 @@ def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _d
     m_metrics = {"manifests": stats["manifests"], "small_manifests": small, "manifest_bytes": stats["manifest_bytes"]}
     if off_all or not policy.rewrite_manifests_enabled:
         decisions.append(MaintenanceDecision(MaintenanceAction.REWRITE_MANIFESTS, False, off_all or
-                                             "manifest rewrite disabled (compaction.maintenance.rewrite-manifests.enabled=false)",
+                                             "manifest rewrite disabled (compaction.ops.maintenance.rewrite-manifests.enabled=false)",
                                              m_metrics))
     elif small >= threshold:
         decisions.append(MaintenanceDecision(
@@ -436,13 +436,13 @@ def plan_maintenance(state: MaintenanceState, policy: MaintenancePolicy, now: _d
         decisions.append(MaintenanceDecision(
             MaintenanceAction.REWRITE_MANIFESTS, False,
             f"{small} small manifest(s) of {stats['manifests']} < {threshold} "
-            "(compaction.maintenance.rewrite-manifests.small-manifest-count)", m_metrics))
+            "(compaction.ops.maintenance.rewrite-manifests.small-manifest-count)", m_metrics))
 
     # -- delete orphan files ----------------------------------------------------------------------------------
     orphan_older_than: int | None = None
     if off_all or no_gc or not policy.orphans_enabled:
         decisions.append(MaintenanceDecision(MaintenanceAction.DELETE_ORPHAN_FILES, False, off_all or no_gc or
-                                             "orphan removal off (compaction.maintenance.delete-orphans.enabled=false)"))
+                                             "orphan removal off (compaction.ops.maintenance.delete-orphans.enabled=false)"))
     else:
         orphan_cutoff = now_ms - policy.orphans_older_than_s * 1000
         reason = f"files under {state.location} no metadata references, older than {_age(policy.orphans_older_than_s * 1000)}"

@@ -10,11 +10,11 @@ Where Iceberg defines a table property for the same thing, that property *is* th
 ``RemoveSnapshots``), ``write.metadata.previous-versions-max`` / ``write.metadata.delete-after-commit.enabled``
 (applied by Iceberg on every commit; we only report them), ``commit.manifest.target-size-bytes`` (what a small
 manifest is) and ``gc.enabled`` (Iceberg refuses to expire or delete orphans when it is ``false``; so do we).
-Everything Iceberg has no key for is ours, under ``compaction.maintenance.``.
+Everything Iceberg has no key for is ours, under ``compaction.ops.maintenance.``.
 
 The defaults are what a cautious operator would pick: expiry follows the table's own retention (Iceberg's defaults:
 5 days, at least 1 snapshot); manifests are rewritten only when many small ones pile up; orphan removal is **off**
-unless ``compaction.maintenance.delete-orphans.enabled=true``, and then only for files older than 3 days (Iceberg's
+unless ``compaction.ops.maintenance.delete-orphans.enabled=true``, and then only for files older than 3 days (Iceberg's
 ``DeleteOrphanFiles`` default) unless set lower.
 
 Run parameters accept the full key, the key without the ``compaction.`` prefix, or the field name, as the
@@ -107,45 +107,45 @@ GC_ENABLED_DEFAULT = True
 # -- ours ---------------------------------------------------------------------------------------------------------
 
 #: Master switch of all maintenance of the table.
-MAINTENANCE_ENABLED = "compaction.maintenance.enabled"
+MAINTENANCE_ENABLED = "compaction.ops.maintenance.enabled"
 MAINTENANCE_ENABLED_DEFAULT = True
 #: Expire snapshots by the table's retention (the history.expire.* keys above).
-EXPIRE_ENABLED = "compaction.maintenance.expire-snapshots.enabled"
+EXPIRE_ENABLED = "compaction.ops.maintenance.expire-snapshots.enabled"
 EXPIRE_ENABLED_DEFAULT = True
 #: Expire with Iceberg's table API on the driver (``RemoveSnapshots`` with its own file clean-up, on Iceberg's
 #: worker pool) when at least this many snapshots expire; fewer go through the Spark action. The Spark action
 #: ships the table, with every snapshot of its metadata, to each of its tasks: at 100,000 snapshots (an 87 MB
 #: metadata file) Iceberg's ``expire_snapshots`` procedure ran for more than an hour deserializing it. ``0``: always
 #: the driver.
-EXPIRE_DRIVER_MIN_SNAPSHOTS = "compaction.maintenance.expire-snapshots.driver-min-snapshots"
+EXPIRE_DRIVER_MIN_SNAPSHOTS = "compaction.ops.maintenance.expire-snapshots.driver-min-snapshots"
 EXPIRE_DRIVER_MIN_SNAPSHOTS_DEFAULT = 1000
 #: Rewrite the current snapshot's manifests when they pile up.
-REWRITE_MANIFESTS_ENABLED = "compaction.maintenance.rewrite-manifests.enabled"
+REWRITE_MANIFESTS_ENABLED = "compaction.ops.maintenance.rewrite-manifests.enabled"
 REWRITE_MANIFESTS_ENABLED_DEFAULT = True
 #: Rewrite when the current snapshot has at least this many small manifests (smaller than 75 % of
 #: ``commit.manifest.target-size-bytes``): every streaming fast-append adds one. At least 2.
-REWRITE_MANIFESTS_SMALL_COUNT = "compaction.maintenance.rewrite-manifests.small-manifest-count"
+REWRITE_MANIFESTS_SMALL_COUNT = "compaction.ops.maintenance.rewrite-manifests.small-manifest-count"
 REWRITE_MANIFESTS_SMALL_COUNT_DEFAULT = 16
 SMALL_MANIFEST_TARGET_FRACTION = 0.75
 #: Delete orphan files (files under the table location that no metadata references). Off unless set.
-ORPHANS_ENABLED = "compaction.maintenance.delete-orphans.enabled"
+ORPHANS_ENABLED = "compaction.ops.maintenance.delete-orphans.enabled"
 ORPHANS_ENABLED_DEFAULT = False
 #: Only files older than this are orphan candidates (a duration: seconds or 30m/2h/3d). Iceberg's default: 3 days.
-ORPHANS_OLDER_THAN = "compaction.maintenance.delete-orphans.older-than"
+ORPHANS_OLDER_THAN = "compaction.ops.maintenance.delete-orphans.older-than"
 ORPHANS_OLDER_THAN_DEFAULT = 3 * 24 * 3600
 #: Schemes that name the same storage, Iceberg's ``equalSchemes`` syntax: ``s3a,s3n=s3;wasbs=wasb``. Iceberg
 #: already treats ``s3n,s3a`` as ``s3``; these are added to that.
-ORPHANS_EQUAL_SCHEMES = "compaction.maintenance.delete-orphans.equal-schemes"
+ORPHANS_EQUAL_SCHEMES = "compaction.ops.maintenance.delete-orphans.equal-schemes"
 ORPHANS_EQUAL_SCHEMES_DEFAULT = ""
 #: Authorities that name the same storage (``equalAuthorities``): ``bucket.s3.amazonaws.com=bucket``.
-ORPHANS_EQUAL_AUTHORITIES = "compaction.maintenance.delete-orphans.equal-authorities"
+ORPHANS_EQUAL_AUTHORITIES = "compaction.ops.maintenance.delete-orphans.equal-authorities"
 ORPHANS_EQUAL_AUTHORITIES_DEFAULT = ""
 #: A run or write lease recorded as in flight for longer than this is taken as abandoned (its process died without
 #: finishing it) and no longer protects snapshots or files; the plan says so. A duration; default 1 day.
-IN_FLIGHT_TIMEOUT = "compaction.maintenance.in-flight-timeout"
+IN_FLIGHT_TIMEOUT = "compaction.ops.maintenance.in-flight-timeout"
 IN_FLIGHT_TIMEOUT_DEFAULT = 24 * 3600
 #: Margin subtracted from the start of the oldest in-flight run / lease (clocks of hosts differ). Default 5 min.
-CLOCK_SKEW = "compaction.maintenance.clock-skew"
+CLOCK_SKEW = "compaction.ops.maintenance.clock-skew"
 CLOCK_SKEW_DEFAULT = 300
 
 

@@ -2,7 +2,7 @@
 
 Users write row filters on source columns in Iceberg's own language (``ts >= '2024-01-02T00:00:00+00:00' and
 region = 'EU'``). Parsing, binding to the table schema and inclusive projection onto every partition spec happen at
-the edge, with pyiceberg (:mod:`compaction.filters`); this module receives the result and stays stdlib-only:
+the edge, with pyiceberg (:mod:`compaction.metadata.filters`); this module receives the result and stays stdlib-only:
 
 * :class:`PartitionFilter` - the normalised, bound row filter as text (``text``, what is recorded in the plan and
   the ledger) plus, per partition spec of the table, the inclusive projection of that filter onto the spec's

@@ -4,7 +4,7 @@ table's history and of the ledger (no I/O here).
 A compaction job checks every commit it makes (docs/validation.md, layer c) before it reports the partition. A job
 killed in the moment between a commit and that commit's check leaves the snapshot on main, unvalidated, with no
 record naming it; the snapshot still carries our plan id in its summary (``icecompact.plan-id``). The next plan of
-the table looks for such snapshots and validates them first (compaction.posthoc), undoing one that fails while it is
+the table looks for such snapshots and validates them first (compaction.ops.posthoc), undoing one that fails while it is
 still the table's current snapshot.
 
 A snapshot of ours needs that check unless:

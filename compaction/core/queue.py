@@ -1,4 +1,4 @@
-"""Pure rules of the work queue that feeds resident executors (compaction/ledger/queue.py, compaction/executor.py).
+"""Pure rules of the work queue that feeds resident executors (compaction/ledger/queue.py, compaction/ops/executor.py).
 
 No I/O: the ledger and the executor loop call these with the facts they read, so the rules are tested alone.
 

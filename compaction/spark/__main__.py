@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--executor-id", required=True)
     serve.add_argument("--generation", type=int, default=1)
     serve.add_argument("--result", required=True, type=Path)
-    from compaction.executor import add_option_args
+    from compaction.spark.contract import add_option_args
 
     add_option_args(serve)
     args = parser.parse_args(argv)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
 
     from compaction.spark.job import error_result, run_groups
-    from compaction.spark.submit import progress_path
+    from compaction.spark.contract import progress_path
     from compaction.spark.validation import ValidationLevel
 
     if len(args.group) != len(args.result):
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     """``serve``: writes ``{"exit", "reason"}`` to ``--result`` when it leaves; exit code 0 (stop) or
     compaction.spark.executor.EXIT_RESTART (replace me with a fresh executor)."""
-    from compaction.executor import options_from_args
+    from compaction.spark.contract import options_from_args
     from compaction.ledger import Ledger
 
     try:

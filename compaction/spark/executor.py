@@ -10,7 +10,7 @@ application each time.
   validated so far) go to the item, as the spark-submit job writes them next to its result file. An executor killed
   mid-item leaves a lease that runs out: the item is re-queued or failed by whoever looks next.
 * Between items the executor leaves cleanly after a number of groups or when its heap stays high after a GC
-  (:func:`compaction.core.queue.restart_reason`); its supervisor (compaction/executor.py) starts a fresh one. A stop
+  (:func:`compaction.core.queue.restart_reason`); its supervisor (compaction/ops/executor.py) starts a fresh one. A stop
   request (SIGTERM) is honoured between items too. Idle, it reads the queue once per poll (one indexed query) and
   writes a heartbeat every ``heartbeat_s``.
 """

@@ -344,7 +344,7 @@ def _delete_orphans(spark: SparkSession, table: Any, plan: MaintenancePlan) -> A
                 conflicts = text.split("Conflicting authorities/schemes:", 1)[-1].split("\n", 1)[0].strip()
                 raise OrphanSafetyError(
                     "orphan removal refused: metadata references files under another scheme or authority than the "
-                    f"listing ({conflicts}); declare them equal with compaction.maintenance.delete-orphans."
+                    f"listing ({conflicts}); declare them equal with compaction.ops.maintenance.delete-orphans."
                     "equal-schemes / equal-authorities if they are the same storage") from e
             raise
         deleted = [str(p) for p in result.orphanFileLocations()]

@@ -16,7 +16,7 @@ from af_support import AIRFLOW_HOME, ApiServer, airflow_cli, catalog_connection_
 
 from compaction.catalog import CatalogConfig
 from compaction.ledger import Ledger, RunStatus
-from compaction.testing.workload import WorkloadSpec, generate
+from compaction.demo.workload import WorkloadSpec, generate
 
 EPOCH = _dt.date(1970, 1, 1)
 

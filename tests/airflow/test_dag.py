@@ -13,8 +13,8 @@ import pytest
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionKind
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus, RunTrigger
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate
 from af_support import REPO, fresh_dag, task_states
 
 UTC = _dt.timezone.utc
@@ -97,7 +97,7 @@ def test_dag_test_on_the_resident_executor_waits_deferred(spark, sqlite_catalog:
                                                          catalog_conn) -> None:
     """executor=resident: no spark-submit task; compact_resident queues the plans, starts the catalog's executor and
     defers (dags test runs its trigger in line); record reads the results from the queue."""
-    from compaction.executor import stop_executors
+    from compaction.ops.executor import stop_executors
 
     catalog_conn(sqlite_catalog)
     workload = generate(spark, sqlite_catalog, "afr.events",
@@ -131,7 +131,7 @@ def test_health_dag_run_by_hand_plans_queues_waits_deferred_and_records(spark, s
                                                                         airflow_db: Path, catalog_conn) -> None:
     """iceberg_compaction_on_health's one task, run by hand (an asset event names its tables the same way): plan,
     queue for the resident executor, defer, record."""
-    from compaction.executor import stop_executors
+    from compaction.ops.executor import stop_executors
 
     catalog_conn(sqlite_catalog)
     workload = generate(spark, sqlite_catalog, "afh.events",

@@ -1,5 +1,5 @@
 """The table page's metadata and maintenance section (issue 24) rendered from real ledger data: health samples
-recorded by ``compaction.fleet`` from a real table (pyiceberg writes it, no Spark) as it grows, and maintenance runs
+recorded by ``compaction.ops.fleet`` from a real table (pyiceberg writes it, no Spark) as it grows, and maintenance runs
 recorded through the ledger's maintenance API; the page shows snapshots, metadata file size, manifests and bytes
 referenced over time with the maintenance runs marked, and what each action removed."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from compaction.catalog import CatalogConfig
-from compaction.fleet import record_sample, sample_table
+from compaction.ops.fleet import record_sample, sample_table
 from compaction.ledger import Ledger
 from icecompact_airflow.health import health_from_state, maintenance_history, render_table_page, table_history
 

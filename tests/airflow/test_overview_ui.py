@@ -22,10 +22,10 @@ import pytest
 from af_support import ApiServer, Browser, airflow_cli, catalog_connection_env, png_pixels
 
 from compaction.catalog import CatalogConfig
-from compaction.fleet import record_sample, sample_state
-from compaction.inspect import load_table, table_state
+from compaction.ops.fleet import record_sample, sample_state
+from compaction.metadata.inspect import load_table, table_state
 from compaction.ledger import Ledger, RunStatus, RunTrigger
-from compaction.testing.workload import WorkloadSpec, generate
+from compaction.demo.workload import WorkloadSpec, generate
 
 DAG = "iceberg_compaction"
 HEAVY, CLEAN, BROKEN = "ui.heavy", "ui.clean", "ui.broken"
@@ -45,7 +45,7 @@ def _request(url: str, token: str | None = None, data: bytes | None = None,
 def _build_fleet(spark: Any, catalog: CatalogConfig) -> CatalogConfig:
     """Three tables: one with many deletes (MAJOR due), a clean one, one whose last run failed."""
     from compaction.spark.session import register_catalog
-    from compaction.testing.tables import create_table
+    from compaction.demo.tables import create_table
 
     register_catalog(spark, catalog)
     generate(spark, catalog, HEAVY, WorkloadSpec(seed=31, partitioning="days_ts", commits=3, rows_per_commit=20,

@@ -17,10 +17,10 @@ from af_support import ApiServer, AuthProxy, catalog_connection_env, png_pixels
 from compaction.catalog import CatalogConfig
 from compaction.cli import partition_health_rows
 from compaction.core.plan import CompactionMode
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.ledger import Ledger, RunStatus, RunTrigger
-from compaction.runner import run_table
-from compaction.testing.workload import WorkloadSpec, generate
+from compaction.ops.runner import run_table
+from compaction.demo.workload import WorkloadSpec, generate
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 

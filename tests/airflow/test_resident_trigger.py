@@ -112,7 +112,7 @@ def test_applications_a_task_starts_itself_run_on_the_spark_connections_master(
     import json
 
     from compaction.catalog import CatalogConfig
-    from compaction.testing.processes import stop_ledger_executors
+    from icecompact_testing.processes import stop_ledger_executors
     from icecompact_airflow.hooks import spark_settings
     from icecompact_airflow.resident import ensure_executors
 

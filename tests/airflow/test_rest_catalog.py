@@ -12,7 +12,7 @@ import pytest
 
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
-from compaction.fleet import PointerCache, build_overview
+from compaction.ops.fleet import PointerCache, build_overview
 from compaction.ledger import Ledger
 from icecompact_airflow.connections import connection_env, get_connection, resolve_catalog
 

@@ -10,9 +10,9 @@ from af_support import fresh_dag, task_states
 
 from compaction.catalog import CatalogConfig
 from compaction.ledger import Ledger, OutcomeStatus
-from compaction.testing.oracle import read_table
-from compaction.testing.standalone import start_cluster
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table
+from icecompact_testing.standalone import start_cluster
+from compaction.demo.workload import WorkloadSpec, generate
 
 
 @pytest.fixture()

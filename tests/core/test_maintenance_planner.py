@@ -48,7 +48,7 @@ def policy(**kw: object) -> MaintenancePolicy:
 def test_policy_reads_iceberg_properties_and_cautious_defaults() -> None:
     p = MaintenancePolicy.resolve({"history.expire.max-snapshot-age-ms": "3600000",
                                    "history.expire.min-snapshots-to-keep": "3", "gc.enabled": "true",
-                                   "compaction.maintenance.delete-orphans.equal-schemes": "s3a,s3n=s3"})
+                                   "compaction.ops.maintenance.delete-orphans.equal-schemes": "s3a,s3n=s3"})
     assert (p.max_snapshot_age_ms, p.min_snapshots_to_keep) == (3_600_000, 3)
     assert p.orphans_enabled is False and p.orphans_older_than_s == 3 * 86400
     assert p.orphans_equal_schemes == (("s3a,s3n", "s3"),)

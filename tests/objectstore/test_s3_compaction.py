@@ -27,9 +27,9 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionKind, CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-from compaction.runner import run_table
+from compaction.ops.runner import run_table
 from compaction.spark import jvm as J
 from compaction.spark import job as job_module
 from compaction.spark import major as major_module
@@ -38,10 +38,10 @@ from compaction.spark import partition_files as partition_files_module
 from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
-from compaction.testing.objectstore import traffic_delta
-from compaction.testing.oracle import read_table
-from compaction.testing.tables import create_table
-from compaction.testing.workload import BASE_TS_US, WorkloadSpec, generate, spark_rows, ts_from_micros
+from compaction.demo.object_store import traffic_delta
+from icecompact_testing.oracle import read_table
+from compaction.demo.tables import create_table
+from compaction.demo.workload import BASE_TS_US, WorkloadSpec, generate, spark_rows, ts_from_micros
 from test_engines import check_engines
 from test_minor import assert_deletes_settled, fragment_overrides
 
@@ -368,7 +368,7 @@ def test_kill_9_mid_rewrite_on_s3_then_a_multipart_rewrite(spark, object_store, 
     assert rewritten.file_size_in_bytes > 1.5 * MULTIPART_SIZE  # past the multipart threshold
     traffic = traffic_delta(rewrite, object_store.s3_traffic())["requests"]
     assert traffic.get("POST", 0) >= 2 and traffic.get("PUT", 0) >= 3, f"no multipart upload: {traffic}"
-    from compaction.testing import engines as E
+    from icecompact_testing import engines as E
 
     for engine in (E.PYICEBERG, E.DUCKDB_NO_CACHE):
         assert E.read_rows(engine, table).rows == before.rows, engine

@@ -11,8 +11,8 @@ import pytest
 
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import StorageUnavailableError
-from compaction.inspect import inspect_table, load_table, table_state
-from compaction.testing.faults import S3FaultProxy
+from compaction.metadata.inspect import inspect_table, load_table, table_state
+from icecompact_testing.faults import S3FaultProxy
 
 MANIFEST_LIST = r"/snap-[^/]*\.avro$"
 
@@ -84,9 +84,9 @@ def test_a_rewrite_commit_whose_answer_is_lost_keeps_every_row_and_file(spark, r
     next run finishes the work."""
     from compaction.core.plan import CompactionMode
     from compaction.ledger import Ledger, RunStatus
-    from compaction.runner import run_table
-    from compaction.testing.oracle import read_table
-    from compaction.testing.workload import WorkloadSpec, generate
+    from compaction.ops.runner import run_table
+    from icecompact_testing.oracle import read_table
+    from compaction.demo.workload import WorkloadSpec, generate
 
     name = f"lost_{uuid.uuid4().hex[:8]}.t"
     workload = generate(spark, rest_catalog, name, WorkloadSpec(seed=11, partitioning="days_ts", commits=3))

@@ -11,9 +11,9 @@ from pathlib import Path
 from compaction.catalog import CatalogConfig
 from compaction.core.maintenance import MaintenanceAction as A
 from compaction.ledger import Ledger
-from compaction.maintenance import maintain_table
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate, spark_rows
+from compaction.ops.maintenance import maintain_table
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 
 def test_every_maintenance_action_on_rest_and_s3(spark, rest_catalog: CatalogConfig, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -9,9 +9,9 @@ import pytest
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
-from compaction.runner import run_table
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate
+from compaction.ops.runner import run_table
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate
 
 
 @pytest.fixture()

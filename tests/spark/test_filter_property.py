@@ -4,7 +4,7 @@ Random small tables written by Spark (identity, days/hours/months/years, bucket 
 date and timestamptz columns; one optional spec evolution adding or dropping a field; null partition values) and
 random row filters (and/or/not, comparisons, between, in, not in, is [not] null, like 'prefix%'). For each filter:
 
-* ours: ``compaction.filters.compile_partition_filter`` (pyiceberg parses, binds and projects it onto every spec)
+* ours: ``compaction.metadata.filters.compile_partition_filter`` (pyiceberg parses, binds and projects it onto every spec)
   evaluated by the pure core on each partition of ``table_state``;
 * Iceberg's: ``table.newScan().filter(expr).planFiles()`` through the Java API, with ``expr`` built with
   ``org.apache.iceberg.expressions.Expressions`` from the same generated tree (not from our text), each file mapped to
@@ -16,7 +16,7 @@ a selected partition; then our selection is a superset).
 
 Pre-1970 values: Java widens the inclusive projection of time fields by one partition for negative projected
 values (``ProjectionUtil.fixInclusiveTimeProjection``, for data of old writers); pyiceberg does not, and
-``compaction.filters`` applies the same widening, so the tables here hold 1969 and 1970 values on purpose.
+``compaction.metadata.filters`` applies the same widening, so the tables here hold 1969 and 1970 values on purpose.
 
 Equal, with one documented exception: Java's partition evaluator orders null before every value, so a null
 partition value satisfies ``<`` / ``<=`` there, when the manifest holding it also holds non-null values (a manifest
@@ -42,8 +42,8 @@ from compaction.catalog import CatalogConfig
 from compaction.core.errors import PlanningError
 from compaction.core.model import PartitionKey, TableIdentity
 from compaction.core.partition_filter import PartitionAnd, PartitionExpression, PartitionOr, PartitionPredicate
-from compaction.filters import compile_partition_filter
-from compaction.inspect import table_state
+from compaction.metadata.filters import compile_partition_filter
+from compaction.metadata.inspect import table_state
 from compaction.spark import jvm as J
 
 UTC = _dt.timezone.utc

@@ -20,11 +20,11 @@ from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark import job
 from compaction.spark.validation import Fingerprint, ValidationLevel, fingerprint, read_ahead_allowed
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

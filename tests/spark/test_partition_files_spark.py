@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from compaction.catalog import CatalogConfig
-from compaction.inspect import inspect_table
+from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.spark import partition_files as PF
 from compaction.spark.expressions import java_partition_expression
-from compaction.testing.oracle import read_table
-from compaction.testing.workload import WorkloadSpec, generate
+from icecompact_testing.oracle import read_table
+from compaction.demo.workload import WorkloadSpec, generate
 
 
 def _catalog(spark: Any, folder: Path) -> CatalogConfig:

@@ -23,8 +23,8 @@ from compaction.core.model import (
     TableIdentity,
     TableState,
 )
-from compaction.manifests import BOUNDS_DELETES, ManifestCache, live_rows
-from compaction.storage_retry import with_storage_retries
+from compaction.metadata.manifests import BOUNDS_DELETES, ManifestCache, live_rows
+from compaction.metadata.storage_retry import with_storage_retries
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -79,7 +79,7 @@ def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None =
                 manifest_cache: ManifestCache | None = None,
                 progress: Callable[[str], None] | None = None) -> TableState:
     """Build the planner's view of ``table`` at ``snapshot_id`` (default: current); transient errors of the object
-    store are retried (:func:`compaction.storage_retry.with_storage_retries`: metadata files never change, so the
+    store are retried (:func:`compaction.metadata.storage_retry.with_storage_retries`: metadata files never change, so the
     reads can always be repeated)."""
     return with_storage_retries(lambda: _table_state(table, identity, snapshot_id, manifest_cache=manifest_cache),
                                 what=f"inspect {identity.dotted}", progress=progress)
@@ -89,7 +89,7 @@ def _table_state(table: Table, identity: TableIdentity, snapshot_id: int | None,
                  manifest_cache: ManifestCache | None) -> TableState:
     """The planner's view of ``table`` at ``snapshot_id``.
 
-    Reads the live manifest entries as plain tuples (:func:`compaction.manifests.live_rows`; column statistics of
+    Reads the live manifest entries as plain tuples (:func:`compaction.metadata.manifests.live_rows`; column statistics of
     data files are skipped, bounds are read for delete files only) and builds the partitions directly, with the
     cyclic garbage collector paused while the ~one object per file is created. ``manifest_cache``: manifests read
     by an earlier call are not decoded again (a health watcher reads only what each commit added).

@@ -2,9 +2,9 @@
 compaction/core/triggering.py, used by the Airflow trigger (icecompact_airflow/health_trigger.py).
 
 One :meth:`HealthWatcher.poll` reads every watched table's metadata pointer at once (one query on a SQL catalog,
-:func:`compaction.fleet.metadata_locations`), re-evaluates only the tables whose pointer moved (or that still need
+:func:`compaction.ops.fleet.metadata_locations`), re-evaluates only the tables whose pointer moved (or that still need
 work once the rate limit allows), and reads of those only the manifests not read before (manifests are immutable:
-:class:`compaction.manifests.ManifestCache`). The evaluation is the planner's own ``auto`` decision, so an event
+:class:`compaction.metadata.manifests.ManifestCache`). The evaluation is the planner's own ``auto`` decision, so an event
 fires exactly when a run would find work; its payload names the table and the partitions.
 """
 
@@ -39,7 +39,7 @@ class HealthWatcher:
     def __init__(self, catalog: CatalogConfig, tables: Sequence[str], *, overrides: Mapping[str, object] | None = None,
                  min_interval_s: float = MIN_INTERVAL_SECONDS_DEFAULT, ledger: Any = None,
                  progress: Callable[[str], None] = lambda _m: None) -> None:
-        from compaction.manifests import ManifestCache
+        from compaction.metadata.manifests import ManifestCache
 
         self.catalog = catalog
         self.patterns = tuple(tables) or ("*",)
@@ -56,7 +56,7 @@ class HealthWatcher:
 
     def poll(self, now: _dt.datetime | None = None) -> list[dict[str, Any]]:
         """One look at every watched table; the events of the tables that fire (see the module doc)."""
-        from compaction.fleet import metadata_locations
+        from compaction.ops.fleet import metadata_locations
 
         now = now or _dt.datetime.now(_dt.timezone.utc)
         if self._loaded is None:
@@ -84,7 +84,7 @@ class HealthWatcher:
         meanwhile would start a second run of the same work), for at most :data:`PICKUP_TIMEOUT_S`."""
         if self.ledger is None:
             return False
-        from compaction.runner import settle_queued_runs
+        from compaction.ops.runner import settle_queued_runs
 
         # A run whose waiter died would look in flight for ever: finish it from its work items first.
         settle_queued_runs(self.ledger, table_ref, self.catalog.name, now=now, progress=self.progress)
@@ -103,8 +103,8 @@ class HealthWatcher:
                   now: _dt.datetime) -> dict[str, Any] | None:
         from compaction.core.planner import plan as make_plan
         from compaction.core.policy import CompactionPolicy
-        from compaction.inspect import load_table, table_state
-        from compaction.runner import last_minor_times
+        from compaction.metadata.inspect import load_table, table_state
+        from compaction.ops.runner import last_minor_times
 
         started = time.monotonic()
         identity, table = load_table(self.catalog, name)

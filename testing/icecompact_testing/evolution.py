@@ -2,8 +2,8 @@
 
 :func:`generate` creates a merge-on-read table (format v2 with position deletes, or v3 with deletion vectors) and
 drives a change stream into it while its partition spec and its schema change under it, tracking the live rows in a
-plain Python model (key -> row) the way :mod:`compaction.testing.workload` does. The model's rows are in the
-canonical form of the reference reader (:func:`compaction.testing.oracle.normalize_value`), in the table's *current*
+plain Python model (key -> row) the way :mod:`compaction.demo.workload` does. The model's rows are in the
+canonical form of the reference reader (:func:`icecompact_testing.oracle.normalize_value`), in the table's *current*
 column order, so ``oracle.read_table(t).rows``, ``oracle.spark_rows(spark, ref)`` and
 :attr:`EvolvedScenario.expected_rows` compare as multisets.
 
@@ -50,7 +50,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
-from compaction.testing.oracle import NAN
+from icecompact_testing.oracle import NAN
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -471,7 +471,7 @@ class _Generator:
 
     # run ----------------------------------------------------------------------------------------------------
     def create(self) -> None:
-        from compaction.testing.tables import create_table
+        from compaction.demo.tables import create_table
 
         m = self.model
         columns = ", ".join(f"{m.name(c)} {m.types[c]}" for c in m.order)

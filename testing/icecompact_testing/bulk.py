@@ -1,6 +1,6 @@
 """Bulk generator of production-shape streaming CDC tables: gigabytes of wide rows in minutes, not hours.
 
-The seeded workload generator (:mod:`compaction.testing.workload`) drives Spark DML round by round, which is right
+The seeded workload generator (:mod:`compaction.demo.workload`) drives Spark DML round by round, which is right
 for exploring table *shapes* but costs minutes per megabyte. This module builds the shape users actually run, at
 the sizes they run it, by writing the files itself and committing them through Iceberg's Java API, so sequence
 numbers, partition specs, manifests and metrics are Iceberg's own:
@@ -30,12 +30,12 @@ Row contents are vectorized (numpy, pyarrow compute; strings are zero-copy slice
 loop runs per row. The generator keeps its own model of the table, independent of Iceberg's delete rules: for every
 file it wrote, which of its rows are still live (a key's old version dies when the generator updates or deletes the
 key, whatever deletes it writes to say so). :meth:`BulkResult.expected_rows` reads the files back and keeps those
-rows, a third opinion beside Spark and the reference reader (:mod:`compaction.testing.oracle`).
+rows, a third opinion beside Spark and the reference reader (:mod:`icecompact_testing.oracle`).
 
 Named sizes (:data:`SIZES`): ``xs`` (~10 MB, for tests), ``s`` (~100 MB), ``m`` (~500 MB), ``l`` (~2 GB), each for
 format v2 and v3. Command line::
 
-    .venv/bin/python -m compaction.testing.bulk --size m --format-version 3 --table bench.events [--catalog NAME]
+    .venv/bin/python -m icecompact_testing.bulk --size m --format-version 3 --table bench.events [--catalog NAME]
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ class BulkResult:
         never updated or deleted. Meant for small sizes (every row becomes a Python tuple)."""
         import pyarrow.parquet as pq
 
-        from compaction.testing.oracle import normalize_row
+        from icecompact_testing.oracle import normalize_row
 
         rows: Counter[tuple[Any, ...]] = Counter()
         for (location, _kind, _partition), mask in zip(self.files, self.live_masks):
@@ -593,7 +593,7 @@ def create_table(spark: SparkSession, table: str, spec: BulkSpec, *, replace: bo
 
     catalog, _, rest = table.partition(".")
     identity = parse_table_identifier(rest, catalog)
-    from compaction.testing.tables import create_table as create_iceberg_table
+    from compaction.demo.tables import create_table as create_iceberg_table
 
     ident = quoted(identity)
     columns = ", ".join(f"{name} {type_}" for name, type_ in COLUMNS)
@@ -605,7 +605,7 @@ def generate_bulk(spark: SparkSession, catalog: CatalogConfig, table_name: str, 
                   after_round: Callable[[int], None] | None = None) -> BulkResult:
     """Create ``catalog.table_name`` (``namespace.name``) and fill it with the shape ``spec``. The catalog must be
     registered in ``spark`` under ``catalog.name``; with ``replace`` an existing table is dropped (PURGE) first."""
-    from compaction.testing.workload import _split_table_name
+    from compaction.demo.workload import _split_table_name
 
     namespace, name = _split_table_name(catalog, table_name)
     table = f"{catalog.name}.{namespace}.{name}"
@@ -614,7 +614,7 @@ def generate_bulk(spark: SparkSession, catalog: CatalogConfig, table_name: str, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m compaction.testing.bulk", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m icecompact_testing.bulk", description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", choices=sorted(SIZES), default="xs")
     ap.add_argument("--format-version", type=int, choices=(2, 3), default=2)
     ap.add_argument("--table", required=True, help="namespace.name of the table to create")

@@ -63,7 +63,7 @@ def pending_checks(ledger: Ledger, identity: TableIdentity, table: Any, now: _dt
 def submit_checker(catalog: CatalogConfig, spark_settings: Any, *, progress: Callable[[str], None],
                    timeout_s: float | None = None) -> Checker:
     """The check as a spark-submit job (same Spark settings and catalog configuration as a compaction job)."""
-    from compaction.spark.submit import SubmitRequest, read_group_result, run_submit
+    from compaction.ops.submit import SubmitRequest, read_group_result, run_submit
 
     def check(identity: TableIdentity, snapshot_ids: Sequence[int], level: str) -> list[Mapping[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="icecompact-check-") as tmp:

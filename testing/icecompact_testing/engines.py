@@ -2,7 +2,7 @@
 
 A table is compacted so that every engine reading it gets the right rows. This module returns the rows of a given
 snapshot as another engine reads them, normalized like the reference reader's rows
-(:func:`compaction.testing.oracle.normalize_row`, :func:`compaction.testing.oracle.spark_rows`), so that tests and
+(:func:`icecompact_testing.oracle.normalize_row`, :func:`icecompact_testing.oracle.spark_rows`), so that tests and
 benchmarks can compare them as multisets with Spark's read::
 
     read_rows("duckdb", table) .rows == spark_rows(spark, "cat.db.t")
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from compaction.testing.oracle import NAN, normalize_value
+from icecompact_testing.oracle import NAN, normalize_value
 
 if TYPE_CHECKING:
     import duckdb
@@ -232,13 +232,13 @@ def _fetch_arrow(result: Any) -> pa.Table:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Normalization (like compaction.testing.oracle.normalize_value)
+# Normalization (like icecompact_testing.oracle.normalize_value)
 # --------------------------------------------------------------------------------------------------------------
 
 
 def arrow_rows(table: pa.Table) -> Counter[tuple[Any, ...]]:
     """Multiset of the rows of an Arrow table, values normalized like the oracle's: timestamps naive UTC, NaN the
-    single :data:`compaction.testing.oracle.NAN`, structs and lists tuples, maps frozensets of pairs, UUIDs str."""
+    single :data:`icecompact_testing.oracle.NAN`, structs and lists tuples, maps frozensets of pairs, UUIDs str."""
     columns = [_normalize_column(table.column(i)) for i in range(table.num_columns)]
     if not columns:
         return Counter({(): table.num_rows}) if table.num_rows else Counter()

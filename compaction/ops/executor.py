@@ -34,6 +34,7 @@ from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError, ConfigError, RewriteJobError
 from compaction.core.queue import EXECUTOR_STALE_SECONDS_DEFAULT, WorkStatus
 from compaction.ledger import LEDGER_URL_ENV, Ledger
+from compaction.spark.contract import option_args, serve_command
 from compaction.spark.executor import EXIT_RESTART, ServeOptions
 from compaction.spark.session import SparkSettings
 
@@ -50,44 +51,12 @@ def new_executor_id() -> str:
     return f"x-{socket.gethostname()[:32]}-{uuid.uuid4().hex[:12]}"
 
 
-def option_args(options: ServeOptions) -> tuple[str, ...]:
-    """:class:`ServeOptions` as arguments (of ``serve`` and of ``icecompact executor run``). Pure."""
-    heap = options.limits.heap_limit_fraction
-    return ("--poll-s", f"{options.poll_s:g}", "--lease-s", f"{options.lease_s:g}",
-            "--heartbeat-s", f"{options.heartbeat_s:g}", "--max-groups", str(options.limits.max_groups),
-            "--heap-limit", "0" if heap is None else f"{heap:g}", "--idle-exit-s", f"{options.idle_exit_s:g}")
 
 
-def options_from_args(args: Any) -> ServeOptions:
-    """The inverse of :func:`option_args` (an argparse namespace with those attributes)."""
-    from compaction.core.queue import RestartLimits
-
-    try:
-        return ServeOptions(poll_s=args.poll_s, lease_s=args.lease_s, heartbeat_s=args.heartbeat_s,
-                            limits=RestartLimits(args.max_groups, args.heap_limit or None),
-                            idle_exit_s=args.idle_exit_s)
-    except ValueError as e:
-        raise ConfigError(f"invalid executor options: {e}") from e
 
 
-def add_option_args(parser: Any) -> None:
-    defaults = ServeOptions()
-    parser.add_argument("--poll-s", type=float, default=defaults.poll_s, help="seconds between queue polls when idle")
-    parser.add_argument("--lease-s", type=float, default=defaults.lease_s,
-                        help="a claimed item is taken back when its lease is not renewed for this long")
-    parser.add_argument("--heartbeat-s", type=float, default=defaults.heartbeat_s)
-    parser.add_argument("--max-groups", type=int, default=defaults.limits.max_groups,
-                        help="start a fresh Spark application after this many groups (0: never)")
-    parser.add_argument("--heap-limit", type=float, default=defaults.limits.heap_limit_fraction,
-                        help="start a fresh one when the driver heap stays above this fraction after a GC (0: never)")
-    parser.add_argument("--idle-exit-s", type=float, default=defaults.idle_exit_s,
-                        help="stop after this long without work (0: never)")
 
 
-def serve_command(executor_id: str, catalog: str, generation: int, result: Path, options: ServeOptions) -> tuple[str, ...]:
-    """The entry point's arguments for one generation of an executor. Pure; never a secret."""
-    return ("serve", "--catalog", catalog, "--executor-id", executor_id, "--generation", str(generation),
-            "--result", str(result), *option_args(options))
 
 
 @dataclass(frozen=True)
@@ -105,7 +74,7 @@ def supervise(catalog: CatalogConfig, executor_id: str, *, spark_settings: Spark
               run_generation: Callable[[int], Generation] | None = None) -> int:
     """Keep executor ``executor_id`` (registered by :meth:`~Ledger.claim_executor_start`) running until it stops,
     idles out or crash-loops. Returns 0, or the exit code of the crash loop."""
-    from compaction.spark.submit import SubmitRequest, make_app_name, run_submit
+    from compaction.ops.submit import SubmitRequest, make_app_name, run_submit
 
     spark_settings = spark_settings or SparkSettings.from_environment()
     own = ledger is None
@@ -291,7 +260,7 @@ def wait_for_work(ledger: Ledger, item_ids: Iterable[str], *, timeout_s: float |
 
 def group_results(items: Iterable[Any], group_ids: Iterable[int]) -> list[tuple[int, dict[str, Any] | None, str | None]]:
     """(group, result or checkpoint, error) of every group in ``group_ids`` from terminal work items, as
-    :func:`compaction.runner.record_run` takes them; a group no item reports has no result and says so."""
+    :func:`compaction.ops.runner.record_run` takes them; a group no item reports has no result and says so."""
     found: dict[int, tuple[dict[str, Any] | None, str | None]] = {}
     for item in items:
         for gid in item.group_ids:

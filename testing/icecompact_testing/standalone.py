@@ -3,7 +3,7 @@
 ``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker`` from the venv (next to the running
 interpreter), free ports, a private work dir. Used by the standalone-cluster test and usable by hand::
 
-    .venv/bin/python -m compaction.testing.standalone      # prints the master URL, Ctrl-C stops the cluster
+    .venv/bin/python -m icecompact_testing.standalone      # prints the master URL, Ctrl-C stops the cluster
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from compaction.testing.processes import stop_process_group
+from icecompact_testing.processes import stop_process_group
 
 READY_ATTEMPTS = 600  # x 0.5 s
 

@@ -21,15 +21,15 @@ from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan,
 from compaction.core.planner import plan as make_plan
 from compaction.core.policy import CompactionPolicy
 from compaction.core.run_options import MAX_PARALLEL_JOBS_DEFAULT, MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT
-from compaction.executor import ensure_executor, group_results, wait_for_work
-from compaction.inspect import inspect_table, load_table, table_state
+from compaction.ops.executor import ensure_executor, group_results, wait_for_work
+from compaction.metadata.inspect import inspect_table, load_table, table_state
 from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
 from compaction.spark.session import SparkSettings
-from compaction.spark.submit import (
+from compaction.spark.contract import progress_path
+from compaction.ops.submit import (
     SubmitRequest,
     is_local_master,
     make_app_name,
-    progress_path,
     read_group_result,
     run_submit,
 )
@@ -115,15 +115,15 @@ def run_table(
 ) -> RunReport:
     """Plan ``table_name`` and compact it: ``executor`` ``submit`` runs the groups with spark-submit (one per group,
     or one for all of them on a local master or an SQLite catalog); ``resident`` queues them for the catalog's
-    long-running executor (compaction.executor), started when none is alive, and waits."""
+    long-running executor (compaction.ops.executor), started when none is alive, and waits."""
     from compaction.core.queue import EXECUTOR_CHOICES
 
     if executor not in EXECUTOR_CHOICES:
         raise ConfigError(f"invalid executor {executor!r}: use one of {', '.join(EXECUTOR_CHOICES)}")
     now = now or _dt.datetime.now(_dt.timezone.utc)
     identity, table = load_table(catalog, table_name)
-    if isinstance(partition_filter, str):  # a row filter on source columns (compaction.filters), checked first
-        from compaction.filters import compile_partition_filter
+    if isinstance(partition_filter, str):  # a row filter on source columns (compaction.metadata.filters), checked first
+        from compaction.metadata.filters import compile_partition_filter
 
         partition_filter = compile_partition_filter(table, partition_filter, table_name=identity.dotted)
     own_ledger = ledger is None
@@ -259,10 +259,10 @@ def run_resident(catalog: CatalogConfig, compaction_plan: CompactionPlan, run_id
 def check_unchecked_snapshots(catalog: CatalogConfig, identity: TableIdentity, table: Any, ledger: Ledger, *,
                               validation: str, spark_settings: SparkSettings, progress: Callable[[str], None],
                               now: _dt.datetime, timeout_s: float | None = None) -> bool:
-    """The post-hoc check of our snapshots no check covered (compaction.posthoc), before planning. Returns whether
+    """The post-hoc check of our snapshots no check covered (compaction.ops.posthoc), before planning. Returns whether
     one was rolled back (the table changed). A check that cannot run is reported and left for the next plan: it
     never blocks compaction, whose own commits are checked as always."""
-    from compaction.posthoc import run_posthoc_checks, submit_checker
+    from compaction.ops.posthoc import run_posthoc_checks, submit_checker
 
     checker = submit_checker(catalog, spark_settings, progress=progress, timeout_s=timeout_s)
     try:
@@ -321,7 +321,7 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
     nothing) as recorded, and a count per status."""
     partitions = (result or {}).get("partitions") or []
     job_finished = result is not None and result.get("status") != "incomplete"
-    from compaction.posthoc import job_checks
+    from compaction.ops.posthoc import job_checks
 
     # Every commit the job checked, so that the next plan can tell which of ours were never checked.
     ledger.record_snapshot_checks(compaction_plan.table.dotted, compaction_plan.table.catalog,

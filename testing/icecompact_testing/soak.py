@@ -3,8 +3,8 @@
 Everything real, in separate processes, the way a user runs the platform:
 
 * a throwaway PostgreSQL cluster holding the Iceberg catalog (JDBC) and the ledger;
-* a table of the production shape (:mod:`compaction.testing.bulk`), format v2 or v3;
-* a **writer process** (:class:`SoakWriter`, ``python -m compaction.testing.soak writer CONFIG``) committing every
+* a table of the production shape (:mod:`icecompact_testing.bulk`), format v2 or v3;
+* a **writer process** (:class:`SoakWriter`, ``python -m icecompact_testing.soak writer CONFIG``) committing every
   ``commit_interval_s``: upserts as fragment files plus equality deletes on the key in one RowDelta (Flink's
   pattern), and every ``dml_interval_s`` a Spark ``DELETE`` or ``MERGE`` (position deletes / DVs). It keeps its own
   model of the live rows (the bulk generator's, extended by its DML) and logs every commit attempt, with its outcome
@@ -18,7 +18,7 @@ Everything real, in separate processes, the way a user runs the platform:
 * a sampler every ``sample_interval_s``: files by kind per partition, the delete ratio, a full scan's time.
 
 At the end the writer stops, one last compaction runs, and :func:`run_soak` checks the table against the writer's
-model (Spark, and the reference reader of :mod:`compaction.testing.oracle`), the ledger (every run terminal, what
+model (Spark, and the reference reader of :mod:`icecompact_testing.oracle`), the ledger (every run terminal, what
 each fault did), and every snapshot our jobs committed (each one belongs to a committed, validated outcome).
 ``bench/soak.py`` runs it for 15 minutes and writes figures and a chart; ``tests/test_soak.py`` runs a short one.
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
-from compaction.testing.processes import stop_process_group
+from icecompact_testing.processes import stop_process_group
 
 NAMESPACE = "soak"
 TABLE = "events"
@@ -121,7 +121,7 @@ class SoakWriter:
     def run(self) -> int:
         from compaction.spark import jvm as J
         from compaction.spark.session import SparkSettings, build_session
-        from compaction.testing.bulk import BulkGenerator, BulkSpec, create_table
+        from icecompact_testing.bulk import BulkGenerator, BulkSpec, create_table
 
         config = self.config
         spark = build_session([self.catalog], SparkSettings(master="local[1]", app_name="icecompact-soak-writer"))
@@ -274,7 +274,7 @@ class SoakWriter:
                 keep[idx] = False
                 part.ids, part.file, part.pos = part.ids[keep], part.file[keep], part.pos[keep]
             else:
-                from compaction.testing.bulk import _File
+                from icecompact_testing.bulk import _File
 
                 index = len(gen.files)
                 gen.files.append(_File(str(path), p, "merge", np.ones(len(idx), dtype=bool)))
@@ -484,7 +484,7 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
 # ---------------------------------------------------------------------------------------------------- the run
 def _sample(catalog: CatalogConfig, table_name: str) -> dict[str, Any]:
     from compaction.core.model import DeleteContent
-    from compaction.inspect import load_table, table_state
+    from compaction.metadata.inspect import load_table, table_state
 
     identity, table = load_table(catalog, table_name)
     state = table_state(table, identity)
@@ -510,7 +510,7 @@ def _sample(catalog: CatalogConfig, table_name: str) -> dict[str, Any]:
 
 def _scan(spark: Any, ref: str) -> tuple[float, int]:
     """A fixed full scan: every column of every live row (count and a hash over all columns). (seconds, rows)"""
-    from compaction.testing.bulk import COLUMN_NAMES
+    from icecompact_testing.bulk import COLUMN_NAMES
 
     spark.sql(f"REFRESH TABLE {ref}")
     columns = ", ".join(COLUMN_NAMES)
@@ -572,7 +572,7 @@ def _running_items(ledger_url: str | None) -> list[dict[str, Any]]:
 
 def _stop_executors(ledger_url: str, log: Callable[[str], None]) -> None:
     """Stop the resident executors the health path started (their supervisors are detached)."""
-    from compaction.executor import stop_executors
+    from compaction.ops.executor import stop_executors
     from compaction.ledger import Ledger
 
     try:
@@ -587,7 +587,7 @@ def _stop_executors(ledger_url: str, log: Callable[[str], None]) -> None:
 
 def _compaction_job_running() -> bool:
     """Whether a spark-submit of a compaction job group runs on this machine (its entry script is in argv)."""
-    from compaction.spark.submit import entry_script_path
+    from compaction.ops.submit import entry_script_path
 
     marker = str(entry_script_path()).encode()
     for proc in Path("/proc").iterdir():
@@ -611,7 +611,7 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
              log: Callable[[str], None] = lambda m: print(m, flush=True)) -> SoakReport:
     """One soak run in ``workdir`` (kept: logs, writer events, plans). ``spark``: a session for the sampler's scans
     and the final checks (built here when ``None``)."""
-    from compaction.testing.postgres import start_cluster
+    from icecompact_testing.postgres import start_cluster
 
     workdir.mkdir(parents=True, exist_ok=True)
     report = SoakReport(config)
@@ -644,7 +644,7 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
 
         log(f"soak: building the {config.size} table (v{config.format_version}) in the writer process ...")
         writer_log = open(workdir / "writer.log", "ab")
-        writer = subprocess.Popen([sys.executable, "-m", "compaction.testing.soak", "writer", str(workdir)],
+        writer = subprocess.Popen([sys.executable, "-m", "icecompact_testing.soak", "writer", str(workdir)],
                                   env=base_env, stdout=writer_log, stderr=subprocess.STDOUT, start_new_session=True)
         airflow = _set_up_airflow(workdir, base_env, config)
         while not (workdir / "ready").exists():
@@ -840,7 +840,7 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
                   ref: str, ledger_url: str, log: Callable[[str], None]) -> None:
     from compaction.ledger import Ledger, OutcomeStatus
     from compaction.spark.major import PLAN_PROPERTY
-    from compaction.testing.oracle import normalize_row, read_table
+    from icecompact_testing.oracle import normalize_row, read_table
 
     checks = report.checks
     # -- content: Spark and the reference reader against the writer's model
@@ -922,7 +922,7 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
     checks["unvalidated_snapshots"] = sorted(sid for sid, plan in ours if sid in main_chain
                                              and plan not in accounted_plans and sid not in passed)
     # -- freshness: from each commit that gave a partition work to our validated compaction of it
-    from compaction.testing.freshness import crossings
+    from icecompact_testing.freshness import crossings
 
     with Ledger.open(ledger_url) as ledger:
         checks["freshness"] = crossings(catalog, config.table, ledger, since=report.started,
@@ -951,7 +951,7 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
             fault["snapshots_of_its_plan_unchecked"] = [sid for sid in its_own if sid not in passed]
     # -- a full compaction for the scan reference
     from compaction.core.plan import CompactionMode
-    from compaction.runner import run_table
+    from compaction.ops.runner import run_table
     from compaction.spark.session import SparkSettings
 
     before = [_scan(spark, ref)[0] for _ in range(3)]
@@ -1086,7 +1086,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 2 and args[0] == "writer":
         return SoakWriter(Path(args[1])).run()
-    print("usage: python -m compaction.testing.soak writer WORKDIR (the soak's writer process; see bench/soak.py)",
+    print("usage: python -m icecompact_testing.soak writer WORKDIR (the soak's writer process; see bench/soak.py)",
           file=sys.stderr)
     return 2
 

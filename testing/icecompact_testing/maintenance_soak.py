@@ -7,14 +7,14 @@ PostgreSQL (catalog and ledger), with the metadata sampled over time and every r
   a marker in its snapshot summary, so the writer finds *its* snapshot even when a compaction committed right
   after it, and records for that snapshot id, **at commit time**, the row count and an order-independent checksum
   (``sum(xxhash64(columns))``, read by time travel) next to its own model's row count;
-* **compaction**: ``compaction.runner.run_table`` (plan, ledger, spark-submit jobs) every ``compact_interval_s``;
-* **maintenance**: ``compaction.maintenance.maintain_table`` every ``maintain_interval_s`` with the table's own
+* **compaction**: ``compaction.ops.runner.run_table`` (plan, ledger, spark-submit jobs) every ``compact_interval_s``;
+* **maintenance**: ``compaction.ops.maintenance.maintain_table`` every ``maintain_interval_s`` with the table's own
   retention (``history.expire.max-snapshot-age-ms`` = ``retention_s``, ``min-snapshots-to-keep`` 1), manifest
   rewrites, and orphan removal of files older than ``orphan_age_s``; in-flight compaction runs are in the ledger,
   so the expiry protects their snapshots;
 * **sampler** every ``sample_interval_s``: snapshots, metadata-file bytes, manifests (current snapshot) and their
   bytes, the live table's bytes (data + delete files of the current snapshot) from metadata
-  (``compaction.fleet.sample_table``, recorded in the ledger as health samples like the UI's), and the bytes on
+  (``compaction.ops.fleet.sample_table``, recorded in the ledger as health samples like the UI's), and the bytes on
   storage under the table's location (a local listing).
 
 At the end (writer stopped, loops stopped): the table against the writer's model (ids and values: 0 rows lost or
@@ -108,9 +108,9 @@ class MaintenanceSoakConfig:
             "history.expire.min-snapshots-to-keep": "1",
             "write.metadata.previous-versions-max": "10",
             "write.metadata.delete-after-commit.enabled": "true",
-            "compaction.maintenance.delete-orphans.enabled": "true",
-            "compaction.maintenance.delete-orphans.older-than": str(int(self.orphan_age_s)),
-            "compaction.maintenance.clock-skew": str(int(self.clock_skew_s)),
+            "compaction.ops.maintenance.delete-orphans.enabled": "true",
+            "compaction.ops.maintenance.delete-orphans.older-than": str(int(self.orphan_age_s)),
+            "compaction.ops.maintenance.clock-skew": str(int(self.clock_skew_s)),
             "compaction.target-file-size-bytes": str(int(self.target_file_size_bytes)),
             "compaction.fragment-ratio": str(int(self.fragment_ratio)),
         }
@@ -332,12 +332,12 @@ def _loop(name: str, interval: float, stop: threading.Event, fn: Callable[[], No
 
 def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
                          log: Callable[[str], None] = lambda m: print(m, flush=True)) -> MaintenanceSoakReport:
-    from compaction.fleet import record_sample, sample_table
+    from compaction.ops.fleet import record_sample, sample_table
     from compaction.ledger import Ledger, RunTrigger
-    from compaction.maintenance import maintain_table
-    from compaction.runner import run_table
+    from compaction.ops.maintenance import maintain_table
+    from compaction.ops.runner import run_table
     from compaction.spark.session import SparkSettings, build_session
-    from compaction.testing.postgres import start_cluster
+    from icecompact_testing.postgres import start_cluster
 
     workdir.mkdir(parents=True, exist_ok=True)
     report = MaintenanceSoakReport(config)
@@ -347,7 +347,7 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
     saved_env = {k: os.environ.get(k) for k in ("ICECOMPACT_LEDGER_URL", "ICECOMPACT_HOME")}
     try:
         if config.storage == "s3":
-            from compaction.testing.objectstore import start_object_store
+            from compaction.demo.object_store import start_object_store
 
             server = start_object_store(workdir / "objectstore")
             catalog = server.catalog(f"ms{uuid.uuid4().hex[:8]}")
@@ -368,7 +368,7 @@ def run_maintenance_soak(config: MaintenanceSoakConfig, workdir: Path, *,
                   f"TBLPROPERTIES ({props})")
         location = str(catalog.load().load_table(config.table).metadata.location)
         if server is not None:
-            from compaction.testing.objectstore import DATA_FOLDER, TABLE_PROPERTIES
+            from compaction.demo.object_store import DATA_FOLDER, TABLE_PROPERTIES
 
             extra = {**TABLE_PROPERTIES, "write.data.path": f"{location.rstrip('/')}/{DATA_FOLDER}"}
             spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ("

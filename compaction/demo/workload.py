@@ -2,7 +2,7 @@
 
 :func:`generate` creates a table and drives a change stream into it the way CDC pipelines and row-level DML do,
 while tracking the table's live rows in a plain Python model (key -> row). The model is a third, independent
-expectation next to Spark's read and the reference reader (:mod:`compaction.testing.oracle`).
+expectation next to Spark's read and the reference reader (:mod:`icecompact_testing.oracle`).
 
 What a workload contains (shape drawn by :meth:`WorkloadSpec.random` or chosen explicitly):
 
@@ -32,7 +32,7 @@ data file that holds the live row (looked up through Spark's ``_spec_id``/``_par
 model predicts exactly what Iceberg applies; a key that cannot be found exactly once aborts the workload.
 
 Rows are tuples in table column order ``(id, region, ts, amount, note)``; ``ts`` is a naive UTC ``datetime``,
-the canonical form of :func:`compaction.testing.oracle.normalize_value`.
+the canonical form of :func:`icecompact_testing.oracle.normalize_value`.
 """
 
 from __future__ import annotations
@@ -386,7 +386,7 @@ def _table_properties(spec: WorkloadSpec) -> dict[str, str]:
 
 
 def create_table(spark: SparkSession, table: str, spec: WorkloadSpec, *, replace: bool = False) -> None:
-    from compaction.testing.tables import create_table as create_iceberg_table
+    from compaction.demo.tables import create_table as create_iceberg_table
 
     create_iceberg_table(spark, table, TABLE_DDL_COLUMNS, PARTITIONINGS[spec.partitioning], _table_properties(spec),
                          replace=replace)

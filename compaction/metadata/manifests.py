@@ -437,7 +437,7 @@ def _compile_block_reader(file_schema: Any, with_bounds: bool) -> BlockReader:
         "    return has_deletes\n"
     )
     # Generated from the schema's field layout only (names are ours, values come from the decoder at run time).
-    exec(compile(source, "<compaction.manifests block reader>", "exec"), gen.namespace)  # noqa: S102
+    exec(compile(source, "<compaction.metadata.manifests block reader>", "exec"), gen.namespace)  # noqa: S102
     fn: BlockReader = gen.namespace["read_block"]
     return fn
 

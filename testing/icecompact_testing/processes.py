@@ -27,7 +27,7 @@ def stop_ledger_executors(ledger: Any, timeout: float = 60, *, just_started: boo
     detached supervisor does once it is up."""
     import time
 
-    from compaction.executor import stop_executors
+    from compaction.ops.executor import stop_executors
 
     deadline = time.monotonic() + timeout
     while just_started and any(r.pid is None for r in ledger.executors()) and time.monotonic() < deadline:

@@ -38,8 +38,8 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
     from compaction.core.planner import plan as make_plan
     from compaction.core.policy import CompactionPolicy
     from compaction.core.posthoc import PLAN_PROPERTY
-    from compaction.inspect import load_table, table_state
-    from compaction.manifests import ManifestCache
+    from compaction.metadata.inspect import load_table, table_state
+    from compaction.metadata.manifests import ManifestCache
 
     identity, table = load_table(catalog, table_name)
     chain = []

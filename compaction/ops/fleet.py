@@ -95,7 +95,7 @@ def sample_table(catalog: CatalogConfig, table_name: str, *, loaded: Any | None 
 
     ``loaded`` is an already loaded pyiceberg catalog (saves opening one per table)."""
     from compaction.core.identifiers import parse_table_identifier
-    from compaction.inspect import load_table, table_state
+    from compaction.metadata.inspect import load_table, table_state
 
     if loaded is None:
         identity, table = load_table(catalog, table_name)

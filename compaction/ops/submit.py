@@ -56,6 +56,7 @@ from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError, ConfigError, RewriteJobError
 from compaction.core.run_options import VALIDATION_DEFAULT, check_validation_level
 from compaction.core.redaction import has_url_credentials, is_secret_key, redact_argv
+from compaction.spark.contract import progress_path
 from compaction.spark.session import SparkSettings, jar_paths, spark_conf
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class SubmitRequest:
     spark_binary: str | None = None
     jars: tuple[Path, ...] | None = None
     #: The entry point's arguments when the job is not ``run`` of a plan's group (e.g. the post-hoc ``check`` of
-    #: compaction.posthoc); ``plan_path`` and ``group_id`` are then unused. Never a secret.
+    #: compaction.ops.posthoc); ``plan_path`` and ``group_id`` are then unused. Never a secret.
     command: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -202,7 +203,7 @@ class SparkSubmitError(RewriteJobError):
 # ------------------------------------------------------------------------------------------------ command
 def entry_script_path() -> Path:
     """File path of ``compaction/spark/__main__.py`` (computed, not checked: no I/O)."""
-    return Path(__file__).with_name("__main__.py")
+    return Path(__file__).parent.parent / "spark" / "__main__.py"
 
 
 def split_conf(request: SubmitRequest) -> tuple[dict[str, str], dict[str, str]]:
@@ -482,9 +483,6 @@ def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:
         lines.put(None)
 
 
-def progress_path(result_path: Path) -> Path:
-    """Where a running job keeps its incomplete result (what it has committed and validated so far)."""
-    return result_path.with_name(f"{result_path.stem}.progress.json")
 
 
 def read_group_result(result_path: Path) -> tuple[dict[str, Any] | None, str | None]:

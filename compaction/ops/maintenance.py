@@ -25,7 +25,7 @@ from compaction.core.maintenance import (
 )
 from compaction.core.maintenance_policy import MaintenancePolicy
 from compaction.core.model import TableIdentity
-from compaction.inspect import load_table
+from compaction.metadata.inspect import load_table
 from compaction.ledger import Ledger
 
 if TYPE_CHECKING:
