@@ -215,7 +215,7 @@ def job_groups(plans: Sequence[Mapping[str, Any]], raw_params: Mapping[str, Any]
                 "group_id": int(group_id),
                 "result_path": str(result_path(p["plan_path"], group_id)),
                 "catalog_name": p["catalog"],
-                "name": make_app_name(p["table"], p["plan_id"], int(group_id)),
+                "app_name": make_app_name(p["table"], p["plan_id"], int(group_id)),
             })
     log.info("%d Spark job group(s) to submit", len(jobs))
     return jobs
