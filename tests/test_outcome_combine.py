@@ -5,6 +5,7 @@ table, the ledger and the UI; the progress stream prints one final line per part
 from __future__ import annotations
 
 import dataclasses
+import json
 import datetime as dt
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +19,9 @@ from compaction.core.plan import CompactionKind, partition_key_to_dict
 from compaction.ledger import OutcomeStatus, RunStatus
 from compaction.ops.runner import RunReport, _outcome
 from compaction.spark import job
-from compaction.spark.job import COMMITTED, FAILED, NO_OP, SKIPPED, PartitionResult, _combine, final_line
+from compaction.core.results import PartitionResult, final_line
+from compaction.core.results import combine_rewrite_and_conversion as _combine
+from compaction.spark.job import COMMITTED, FAILED, NO_OP, SKIPPED
 from compaction.spark.validation import ValidationLevel
 from icecompact_airflow.health import render_table_page
 
@@ -109,7 +112,8 @@ def test_validated_commits_reported_as_unvalidated(path: str) -> None:
     assert (part.validation["level"], part.validation["result"]) == ("count", "passed")
     assert "[validation passed (count)]" in final_line(part)  # the progress stream
 
-    outcome = _outcome(dataclasses.asdict(part), "count")  # what the ledger records
+    crossed = PartitionResult.from_dict(json.loads(json.dumps(dataclasses.asdict(part))))  # the result file
+    outcome = _outcome(crossed, "count")  # what the ledger records
     assert outcome.status is OutcomeStatus.COMMITTED
     assert (outcome.validation_level, outcome.validation_result) == ("count", "passed")
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from compaction.core.model import PartitionKey, PartitionState
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_to_dict
+from compaction.core.results import OutcomeStatus  # the ledger's vocabulary is the reports' (one home)
 from compaction.ledger.errors import redact_text
 
 #: Stored free texts (errors, conflict messages, reasons) are cut to this many characters.
@@ -35,17 +36,6 @@ class RunTrigger(str, enum.Enum):
     CLI = "cli"
     AIRFLOW = "airflow"
     TEST = "test"
-
-
-class OutcomeStatus(str, enum.Enum):
-    PENDING = "pending"
-    COMMITTED = "committed"
-    SKIPPED = "skipped"
-    NO_OP = "no_op"
-    CONFLICT = "conflict"
-    FAILED = "failed"
-    ROLLED_BACK = "rolled_back"
-    NEEDS_ATTENTION = "needs_attention"
 
 
 _E = TypeVar("_E", bound=enum.Enum)

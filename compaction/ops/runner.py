@@ -20,6 +20,13 @@ from compaction.core.partition_filter import PartitionFilter
 from compaction.core.plan import CompactionKind, CompactionMode, CompactionPlan, partition_key_from_dict
 from compaction.core.planner import plan as make_plan
 from compaction.core.policy import CompactionPolicy
+from compaction.core.results import (
+    BAD_OUTCOMES,
+    UNSUPPORTED_PREFIX,
+    GroupResult,
+    PartitionResult,
+    outcome_status,
+)
 from compaction.core.run_options import MAX_PARALLEL_JOBS_DEFAULT, MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT
 from compaction.ops.executor import ensure_executor, group_results, wait_for_work
 from compaction.metadata.inspect import inspect_table, load_table, table_state
@@ -34,21 +41,6 @@ from compaction.ops.submit import (
     run_submit,
 )
 
-UNSUPPORTED_PREFIX = "unsupported: "
-
-_STATUS_MAP = {
-    "committed": OutcomeStatus.COMMITTED,
-    "no_op": OutcomeStatus.NO_OP,
-    "skipped": OutcomeStatus.SKIPPED,
-    "unsupported": OutcomeStatus.SKIPPED,
-    "conflict": OutcomeStatus.CONFLICT,
-    "failed": OutcomeStatus.FAILED,
-    "rolled_back": OutcomeStatus.ROLLED_BACK,
-    "needs_attention": OutcomeStatus.NEEDS_ATTENTION,
-}
-_BAD = {OutcomeStatus.CONFLICT, OutcomeStatus.FAILED, OutcomeStatus.ROLLED_BACK, OutcomeStatus.NEEDS_ATTENTION}
-
-
 @dataclass
 class RunReport:
     run_id: str
@@ -61,18 +53,17 @@ class RunReport:
     errors: list[str] = field(default_factory=list)
 
 
-def _outcome(partition: Mapping[str, Any], level: str) -> PartitionOutcome:
-    before, after = partition.get("before") or {}, partition.get("after") or {}
-    commits = partition.get("commit_snapshot_ids") or []
-    reason = partition.get("reason") or None
+def _outcome(partition: PartitionResult, level: str) -> PartitionOutcome:
+    before, after = partition.before, partition.after
+    commits = partition.commit_snapshot_ids
     return PartitionOutcome.for_partition(
-        partition_key_from_dict(partition["partition"]),
-        CompactionKind(partition["kind"]),
-        _STATUS_MAP.get(partition["status"], OutcomeStatus.FAILED),
-        reason=reason,
-        attempts=int(partition.get("attempts") or 0),
-        conflicts=len(partition.get("conflicts") or []),
-        base_snapshot_id=partition.get("base_snapshot_id"),
+        partition_key_from_dict(partition.partition),
+        CompactionKind(partition.kind),
+        outcome_status(partition.status),
+        reason=partition.reason or None,
+        attempts=partition.attempts,
+        conflicts=len(partition.conflicts),
+        base_snapshot_id=partition.base_snapshot_id,
         commit_snapshot_id=commits[-1] if commits else None,
         data_files_before=before.get("data_files"),
         data_files_after=after.get("data_files"),
@@ -84,11 +75,11 @@ def _outcome(partition: Mapping[str, Any], level: str) -> PartitionOutcome:
         delete_files_after=after.get("delete_files"),
         delete_records_before=before.get("delete_records"),
         delete_records_after=after.get("delete_records"),
-        duration_ms=partition.get("duration_ms"),
+        duration_ms=partition.duration_ms,
         # The level the job checked at (a partition that checked nothing reports no result: shown as "-").
-        validation_level=(partition.get("validation") or {}).get("level") or level,
-        validation_result=(partition.get("validation") or {}).get("result"),
-        error=partition.get("error"),
+        validation_level=partition.validation.get("level") or level,
+        validation_result=partition.validation.get("result"),
+        error=partition.error,
     )
 
 
@@ -319,8 +310,9 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
     <status> ...``, compaction.spark.job.final_line); repeating it here would give a partition two lines. Only
     what the job's stream cannot have said is printed: the outcomes of a job that ended early (its checkpoint, or
     nothing) as recorded, and a count per status."""
-    partitions = (result or {}).get("partitions") or []
-    job_finished = result is not None and result.get("status") != "incomplete"
+    parsed = GroupResult.from_dict(result) if result is not None else None  # refuses a result format it cannot read
+    partitions = parsed.partitions if parsed is not None else []
+    job_finished = parsed is not None and parsed.status != "incomplete"
     from compaction.ops.posthoc import job_checks
 
     # Every commit the job checked, so that the next plan can tell which of ours were never checked.
@@ -333,17 +325,17 @@ def record_group_result(ledger: Ledger, run_id: str, compaction_plan: Compaction
         ledger.record_partition_outcome(run_id, outcome)
         recorded.add(outcome.partition_label)
         outcomes.append(outcome)
-        for conflict in partition.get("conflicts") or []:
+        for conflict in partition.conflicts:
             ledger.record_conflict(run_id, outcome.partition_label, int(conflict["attempt"]),
                                    str(conflict["error_class"]), str(conflict["message"]))
         if not job_finished:
             progress(_recorded_line(outcome))
     group_error: str | None = None
     exit_code = 0
-    if error or (result or {}).get("error"):
-        message = error or str((result or {}).get("error"))
+    if error or (parsed is not None and parsed.error):
+        message = error or str(parsed.error if parsed is not None else "")
         group_error = f"group {group_id}: {message}"
-        exit_code = int((result or {}).get("exit_code") or RewriteJobError.exit_code)
+        exit_code = (parsed.exit_code if parsed is not None else 0) or RewriteJobError.exit_code
     group = next(g for g in compaction_plan.groups if g.group_id == group_id)
     for key in group.partitions:  # partitions the job never reported (killed, crashed)
         if key.label() not in recorded:
@@ -428,7 +420,7 @@ def record_run(ledger: Ledger, run_id: str, compaction_plan: CompactionPlan,
 def finish_recorded_run(ledger: Ledger, run_id: str, outcomes: Sequence[PartitionOutcome], errors: Sequence[str],
                         exit_codes: Sequence[int]) -> tuple[RunStatus, int]:
     """Derive the run's status and exit code from its recorded outcomes and group errors; finish it in the ledger."""
-    bad = [o for o in outcomes if o.status in _BAD]
+    bad = [o for o in outcomes if o.status in BAD_OUTCOMES]
     # Work the job could not do (e.g. MINOR on ORC delete files) leaves the run partial; a partition skipped
     # because it no longer needed work (changed since planning) does not.
     not_done = [o for o in outcomes if o.status is OutcomeStatus.SKIPPED and (o.reason or "").startswith(UNSUPPORTED_PREFIX)]

@@ -12,7 +12,7 @@ import functools
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from compaction.core.errors import (
@@ -23,10 +23,19 @@ from compaction.core.errors import (
     RewriteJobError,
     UnsupportedTableError,
 )
-from compaction.core.display import validation_label
 from compaction.core.identifiers import quoted
 from compaction.core.model import DeleteContent, PartitionKey
 from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask, partition_key_to_dict
+from compaction.core.results import (
+    BAD_PARTITION_STATUSES,
+    UNSUPPORTED_PREFIX,
+    GroupResult,
+    PartitionResult,
+    PartitionStatus,
+    combine_rewrite_and_conversion,
+    final_line,
+    rewrite_decided_reason,
+)
 from compaction.core.planner import evaluate_partition
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression, spark_partition_predicate
@@ -65,65 +74,21 @@ from compaction.spark.validation import (
     snapshot_fingerprints,
 )
 
-RESULT_FORMAT_VERSION = 1
 MAX_RETRIES_DEFAULT = 3
 #: How long a partition waits for an unreachable catalog (a database restart, a failover) before it fails; it retries
 #: every CATALOG_RETRY_INTERVAL_S seconds. Only work that has committed nothing is retried.
 CATALOG_OUTAGE_WAIT_S = 120.0
 CATALOG_RETRY_INTERVAL_S = 3.0
 
-# Partition statuses written to the result and the ledger.
-COMMITTED = "committed"
-NO_OP = "no_op"
-SKIPPED = "skipped"
-CONFLICT = "conflict"
-FAILED = "failed"
-ROLLED_BACK = "rolled_back"
-NEEDS_ATTENTION = "needs_attention"
-UNSUPPORTED = "unsupported"
-
-
-@dataclass
-class PartitionResult:
-    partition: dict[str, Any]
-    label: str
-    kind: str
-    status: str = FAILED
-    reason: str = ""
-    attempts: int = 0
-    conflicts: list[dict[str, Any]] = field(default_factory=list)
-    base_snapshot_id: int | None = None
-    commit_snapshot_ids: list[int] = field(default_factory=list)
-    before: dict[str, int] = field(default_factory=dict)
-    after: dict[str, int] = field(default_factory=dict)
-    rewritten_data_files: int = 0
-    added_data_files: int = 0
-    removed_delete_files: int = 0
-    added_delete_files: int = 0
-    converted_rows: int = 0
-    duration_ms: int = 0
-    validation: dict[str, Any] = field(default_factory=dict)
-    #: Snapshots of a selective compaction's file rewrite that were validated on their own and are kept even when
-    #: its conversion later fails or conflicts (also listed in ``commit_snapshot_ids``).
-    kept_snapshot_ids: list[int] = field(default_factory=list)
-    error: str | None = None
-    error_class: str | None = None
-    exit_code: int = 0
-
-
-@dataclass
-class GroupResult:
-    plan_id: str
-    group_id: int
-    table: str
-    status: str = "succeeded"
-    partitions: list[PartitionResult] = field(default_factory=list)
-    error: str | None = None
-    exit_code: int = 0
-    result_format_version: int = RESULT_FORMAT_VERSION
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+# Partition statuses written to the result (compaction.core.results, the one vocabulary of job, ledger and reports).
+COMMITTED = PartitionStatus.COMMITTED
+NO_OP = PartitionStatus.NO_OP
+SKIPPED = PartitionStatus.SKIPPED
+CONFLICT = PartitionStatus.CONFLICT
+FAILED = PartitionStatus.FAILED
+ROLLED_BACK = PartitionStatus.ROLLED_BACK
+NEEDS_ATTENTION = PartitionStatus.NEEDS_ATTENTION
+UNSUPPORTED = PartitionStatus.UNSUPPORTED
 
 
 def _merge_tasks(tasks: tuple[CompactionTask, ...]) -> list[CompactionTask]:
@@ -597,7 +562,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             return result
     if task.kind not in (CompactionKind.MAJOR, CompactionKind.MINOR):
         result.status = UNSUPPORTED
-        result.reason = f"unsupported: {task.kind.value} compaction is not implemented by this version of the Spark job"
+        result.reason = f"{UNSUPPORTED_PREFIX}{task.kind.value} compaction is not implemented by this version of the Spark job"
         result.duration_ms = int((time.monotonic() - started) * 1000)
         return result
     if _selective(task):
@@ -684,7 +649,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                     continue
                 result.status = CONFLICT
             elif isinstance(err, UnsupportedTableError):
-                result.status, result.reason = UNSUPPORTED, f"unsupported: {err}"
+                result.status, result.reason = UNSUPPORTED, f"{UNSUPPORTED_PREFIX}{err}"
             else:
                 result.status = FAILED
             result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
@@ -697,7 +662,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         if result.status in (NO_OP, SKIPPED):  # e.g. a retry found nothing left to convert after our rewrite
             # The kept rewrite decided the outcome: its reason, not the skip of the step that found nothing left.
             result.status = COMMITTED
-            result.reason = rewrite_reason or _rewrite_decided_reason(result.kept_snapshot_ids)
+            result.reason = rewrite_reason or rewrite_decided_reason(result.kept_snapshot_ids)
         elif result.status != COMMITTED:
             note = (f"the file rewrite (snapshot {', '.join(map(str, result.kept_snapshot_ids))}, validated) holds; "
                     "the conversion did not")
@@ -709,13 +674,6 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             pass
     result.duration_ms = int((time.monotonic() - started) * 1000)
     return result
-
-
-def _rewrite_decided_reason(snapshot_ids: list[int]) -> str:
-    """The reason of a partition whose validated file rewrite is its outcome: the conversion after it found
-    nothing left to do (its own skip reason, e.g. "changed since planning", is about the rewrite we just made)."""
-    return (f"file rewrite committed (snapshot {', '.join(map(str, snapshot_ids))}, validated); "
-            "nothing left to convert after it")
 
 
 @dataclass
@@ -1317,7 +1275,7 @@ def _checkpoint_per_group(plan: CompactionPlan, owner: dict[str, int],
 
 
 def _finish_group(result: GroupResult) -> None:
-    bad = [p for p in result.partitions if p.status in (FAILED, CONFLICT, ROLLED_BACK, NEEDS_ATTENTION, UNSUPPORTED)]
+    bad = [p for p in result.partitions if p.status in BAD_PARTITION_STATUSES]
     if not bad:
         result.status = "succeeded"
     else:
@@ -1395,7 +1353,7 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
                 if key in conflicts:  # the group commit of the round before conflicted: this is its retry
                     part.conflicts = conflicts[key] + part.conflicts
                     part.attempts += len(conflicts.pop(key))
-            settled.update({k: _combine(rewrites.get(k), r) for k, r in done.items()})
+            settled.update({k: combine_rewrite_and_conversion(rewrites.get(k), r) for k, r in done.items()})
             _add_conflicts(conflicts, seen)
             announce_final()
             save_progress()
@@ -1417,7 +1375,7 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
             if task.partition in conflicts:
                 part.conflicts = conflicts[task.partition] + part.conflicts
                 part.attempts += len(conflicts[task.partition])
-            settled[task.partition] = _combine(rewrites.get(task.partition), part)
+            settled[task.partition] = combine_rewrite_and_conversion(rewrites.get(task.partition), part)
             reported.append(settled[task.partition])
             announce_final()
             save_progress()
@@ -1425,58 +1383,6 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
         if group is not None:
             group.close()
     return reported
-
-
-def _combine(rewrite: PartitionResult | None, part: PartitionResult) -> PartitionResult:
-    """A selective task's result: its group file rewrite (validated and kept on its own) then its conversion.
-    When the conversion failed, the reason says that the rewrite holds."""
-    if rewrite is None or not rewrite.commit_snapshot_ids:
-        return part
-    kept = list(rewrite.commit_snapshot_ids)
-    part.commit_snapshot_ids = kept + [sid for sid in part.commit_snapshot_ids if sid not in kept]
-    part.rewritten_data_files += rewrite.rewritten_data_files
-    part.added_data_files += rewrite.added_data_files
-    part.base_snapshot_id, part.before = rewrite.base_snapshot_id, rewrite.before
-    part.duration_ms += rewrite.duration_ms
-    part.validation = _combined_validation(rewrite.validation, part.validation)
-    if part.status in (NO_OP, SKIPPED):
-        # The rewrite committed and was validated; the conversion had nothing left to do. The partition's outcome is
-        # the rewrite's, with its reason: the conversion's skip reason ("changed since planning: ...", caused by
-        # the rewrite itself) under "committed" contradicted the status.
-        part.status = COMMITTED
-        part.reason = rewrite.reason or _rewrite_decided_reason(kept)
-    elif part.status != COMMITTED:
-        note = f"the file rewrite (snapshot {', '.join(map(str, kept))}, validated) holds; the conversion did not"
-        part.reason = f"{part.reason}; {note}" if part.reason else note
-    return part
-
-
-_RESULT_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2}
-
-
-def final_line(part: PartitionResult) -> str:
-    """The partition's one line in the progress stream, printed when its outcome is final: status, the validation
-    its commits passed (``passed (count)``; ``-`` when nothing was checked) and the reason of the step that decided
-    the status (or the error). Earlier steps print what they do, never a partition's status."""
-
-    validation = validation_label(part.validation.get("level"), part.validation.get("result"))
-    detail = part.reason or (part.error or "")
-    if part.error and part.reason and part.status not in (COMMITTED, NO_OP, SKIPPED):
-        detail = f"{part.reason}; {part.error}"
-    line = f"icecompact: {part.label} -> {part.status} [validation {validation}]"
-    return f"{line}: {detail[:500]}" if detail else line
-
-
-def _combined_validation(rewrite: dict[str, Any], conversion: dict[str, Any]) -> dict[str, Any]:
-    """The validation of a partition touched by a file rewrite and a conversion: every check of both, and the level
-    and result of the weakest step that validated a commit. A conversion that committed nothing has no result of
-    its own; dropping the rewrite's then reported a checked commit as unvalidated (``-``)."""
-    checks = list(rewrite.get("checks", [])) + list(conversion.get("checks", []))
-    results = [v for v in (rewrite, conversion) if v.get("result") is not None]
-    if not results:
-        return {**conversion, "checks": checks}
-    weakest = max(results, key=lambda v: _RESULT_SEVERITY.get(str(v.get("result")), 2))
-    return {**conversion, "level": weakest.get("level"), "result": weakest.get("result"), "checks": checks}
 
 
 def error_result(plan_id: str, group_id: int, table: str, error: CompactionError) -> GroupResult:
