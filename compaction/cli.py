@@ -223,9 +223,11 @@ def format_maintenance_plan(mplan) -> str:  # type: ignore[no-untyped-def]
 
 def cmd_maintain(args: argparse.Namespace) -> int:
     from compaction.ops.maintenance import maintain_table
+    from compaction.spark.session import SparkSettings
 
     report = maintain_table(_catalog(args), args.table, overrides=_parse_overrides(args.set), dry_run=args.dry_run,
-                            progress=lambda m: print(m, file=sys.stderr, flush=True))
+                            progress=lambda m: print(m, file=sys.stderr, flush=True),
+                            spark_settings=SparkSettings.from_environment(master=args.master))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return report.exit_code
@@ -574,6 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="maintenance policy override (repeatable), e.g. maintenance.delete-orphans.enabled=true")
     p.add_argument("--dry-run", action="store_true", help="print and record the plan, execute nothing")
+    p.add_argument("--master", help="Spark master the maintenance job is submitted to "
+                                    "(default $ICECOMPACT_SPARK_MASTER or local[2])")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_maintain)
 

@@ -4,14 +4,17 @@ The edges live here: pyiceberg reads the metadata (snapshots, refs, the current 
 metadata file's size; no data file, no manifest content), the ledger says what is in flight (compaction runs in
 state planned/running, writers' leases), Spark runs Iceberg's actions (compaction/spark/maintenance.py). Deciding is
 the pure planner's job (compaction/core/maintenance.py). Planning happens right before executing, so what is in
-flight is as fresh as it can be.
+flight is as fresh as it can be. The plan executes as a spark-submit job (``python -m compaction.spark maintain``,
+like a compaction job, to any master), or on a session the caller hands over (:func:`maintain_table`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CatalogError, MaintenanceError
@@ -33,9 +36,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from compaction.spark.maintenance import ActionResult
+    from compaction.spark.session import SparkSettings
 
 __all__ = ["MaintenanceReport", "maintenance_state", "state_from_metadata_json", "read_state", "in_flight", "plan_table",
-           "maintain_table"]
+           "maintain_table", "submit_plan", "IncompleteMaintenance"]
 
 
 def maintenance_state(table: Table, identity: TableIdentity, in_flight_work: tuple[InFlight, ...] = ()) -> MaintenanceState:
@@ -193,10 +197,18 @@ class MaintenanceReport:
 
 
 def maintain_table(catalog: CatalogConfig, table_name: str, *, spark: SparkSession | None = None,
+                   spark_settings: SparkSettings | None = None, timeout_s: float | None = None,
                    overrides: Mapping[str, object] | None = None, dry_run: bool = False, ledger: Ledger | None = None,
                    progress: Callable[[str], None] = lambda _m: None, now: _dt.datetime | None = None) -> MaintenanceReport:
-    """Plan the table's maintenance and (unless ``dry_run`` or nothing to do) execute it on ``spark`` (default: a
-    local session like ``icecompact demo``'s), recording the run, its plan and every action's removals."""
+    """Plan the table's maintenance and (unless ``dry_run`` or nothing to do) execute it, recording the run, its plan
+    and every action's removals.
+
+    Where the plan runs: on ``spark`` when the caller hands over a session it owns (tests, soaks, benchmarks that
+    keep one JVM); otherwise always as a spark-submit job (``python -m compaction.spark maintain``) to the master of
+    ``spark_settings`` (default ``$ICECOMPACT_SPARK_MASTER`` or ``local[2]``), like a compaction job: a 100,000-
+    snapshot expiry or an orphan listing of millions of objects runs where the cluster is, never in the caller's
+    process (an Airflow worker). On ``local[2]`` the job costs about what an in-process session costs (both start
+    one JVM), so there is no second path for the embedded default."""
     own_ledger = ledger is None
     ledger = ledger or Ledger.open()
     try:
@@ -207,30 +219,83 @@ def maintain_table(catalog: CatalogConfig, table_name: str, *, spark: SparkSessi
         if dry_run or not plan.actions:
             ledger.finish_maintenance(run_id, "succeeded")
             return report
-        own_spark = spark is None
-        if spark is None:
-            from compaction.spark.session import build_session
-
-            progress("starting local Spark ...")
-            spark = build_session([catalog])
         try:
-            from compaction.spark.maintenance import execute_plan
+            if spark is not None:
+                from compaction.spark.maintenance import execute_plan
 
-            report.results = execute_plan(spark, plan, progress=progress)
+                report.results = execute_plan(spark, plan, progress=progress)
+            else:
+                report.results = submit_plan(catalog, plan, spark_settings, progress=progress, timeout_s=timeout_s)
+        except IncompleteMaintenance as e:
+            # The job ended mid-plan: what its checkpoint says it did (and removed) is recorded before the failure.
+            _record_results(ledger, run_id, plan, e.results)
+            ledger.finish_maintenance(run_id, "failed", error=str(e))
+            raise
         except BaseException as e:
             ledger.finish_maintenance(run_id, "failed", error=f"{type(e).__name__}: {e}")
             raise
-        finally:
-            if own_spark:
-                spark.stop()
-        for r in report.results:
-            reason = plan.decision(r.action).reason if r.error is None else f"{plan.decision(r.action).reason}; {r.error}"
-            ledger.record_maintenance_action(run_id, r.action.value, r.status, reason=reason,
-                                             files_removed=r.files_removed, bytes_removed=r.bytes_removed,
-                                             duration_ms=r.duration_ms, detail=r.detail)
+        _record_results(ledger, run_id, plan, report.results)
         ledger.finish_maintenance(run_id, report.status,
                                   error="; ".join(r.error for r in report.results if r.error) or None)
         return report
     finally:
         if own_ledger:
             ledger.close()
+
+
+def _record_results(ledger: Ledger, run_id: str, plan: MaintenancePlan, results: Sequence[ActionResult]) -> None:
+    for r in results:
+        reason = plan.decision(r.action).reason if r.error is None else f"{plan.decision(r.action).reason}; {r.error}"
+        ledger.record_maintenance_action(run_id, r.action.value, r.status, reason=reason,
+                                         files_removed=r.files_removed, bytes_removed=r.bytes_removed,
+                                         duration_ms=r.duration_ms, detail=r.detail)
+
+
+class IncompleteMaintenance(MaintenanceError):
+    """The maintenance job ended before writing its result; ``results`` are the actions its checkpoint reports
+    done (their removals happened: they are recorded)."""
+
+    def __init__(self, message: str, results: Sequence[ActionResult]) -> None:
+        super().__init__(message)
+        self.results = list(results)
+
+
+def submit_plan(catalog: CatalogConfig, plan: MaintenancePlan, spark_settings: SparkSettings | None = None, *,
+                progress: Callable[[str], None] = lambda _m: None, timeout_s: float | None = None,
+                entry_script: Path | None = None) -> list[ActionResult]:
+    """Execute ``plan`` as a spark-submit job (``python -m compaction.spark maintain``) and return its action
+    results. The plan goes to the job as a file (versioned JSON, checked on read), the results come back as one;
+    the catalog's secrets go through run_submit's private properties file, never argv. Raises
+    :class:`IncompleteMaintenance` when the job died mid-plan (with what it reported done), MaintenanceError when
+    it could not execute the plan, SparkSubmitError when it wrote nothing."""
+    from compaction.ops.submit import SparkSubmitError, SubmitRequest, read_group_result, run_submit
+    from compaction.spark.contract import maintain_command
+    from compaction.spark.maintenance import results_from_payload
+    from compaction.spark.session import SparkSettings as _Settings
+
+    settings_ = spark_settings or _Settings.from_environment()
+    with tempfile.TemporaryDirectory(prefix="icecompact-maintain-") as tmp:
+        plan_path, result_path = Path(tmp) / "maintenance-plan.json", Path(tmp) / "maintenance-result.json"
+        plan_path.write_text(plan.to_json(), encoding="utf-8")
+        request = SubmitRequest(plan_path=plan_path, group_id=0, result_path=result_path, catalog=catalog,
+                                settings=settings_, app_name=f"icecompact-maintain-{plan.table.dotted}"[:200],
+                                command=maintain_command(plan_path, result_path, catalog.name))
+        progress(f"maintenance {plan.plan_id}: spark-submit ({settings_.master})")
+        try:
+            outcome = run_submit(request, on_output=progress, timeout_s=timeout_s, entry_script=entry_script)
+        except SparkSubmitError as e:
+            checkpoint, _ = read_group_result(result_path)  # the result, else the job's last checkpoint
+            done = results_from_payload(checkpoint, plan.plan_id) if checkpoint else []
+            if checkpoint is not None and checkpoint.get("complete") and not checkpoint.get("error"):
+                return done  # killed (a timeout, a signal) after writing its whole result: the result stands
+            raise IncompleteMaintenance(f"the maintenance job ended after {len(done)} of {len(plan.actions)} "
+                                        f"action(s) without its result: {e}", done) from e
+        payload = outcome.result
+        if payload is None:
+            raise MaintenanceError(f"the maintenance job exited {outcome.returncode} without a result")
+        results = results_from_payload(payload, plan.plan_id)
+        if payload.get("error"):
+            raise MaintenanceError(f"the maintenance job could not execute plan {plan.plan_id}: {payload['error']}")
+        if not payload.get("complete", True):
+            raise IncompleteMaintenance("the maintenance job's result is incomplete", results)
+        return results

@@ -2,7 +2,9 @@
 ``python -m compaction.spark check --catalog C --namespace N --name T --snapshot S [--snapshot S2] --result R``
 (the post-hoc check of snapshots whose job never checked them, compaction.spark.posthoc), and
 ``python -m compaction.spark serve --catalog C --executor-id X --result R [options]`` (a resident executor taking work
-from the ledger's queue, compaction.spark.executor; the ledger URL comes from ``$ICECOMPACT_LEDGER_URL``).
+from the ledger's queue, compaction.spark.executor; the ledger URL comes from ``$ICECOMPACT_LEDGER_URL``), and
+``python -m compaction.spark maintain --plan P --result R --catalog NAME`` (a maintenance plan of
+compaction.core.maintenance executed by compaction.spark.maintenance; the host records it, compaction.ops.maintenance).
 
 The Spark conf (catalog, jars, secrets from a private properties file) comes from spark-submit; nothing secret is
 passed in argv. Writes a JSON :class:`~compaction.spark.job.GroupResult` to ``--result`` and exits with its code.
@@ -46,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--snapshot", required=True, action="append", type=int)
     check.add_argument("--result", required=True, type=Path)
     check.add_argument("--validation", choices=VALIDATION_LEVELS, default=VALIDATION_DEFAULT)
+    maintain = sub.add_parser("maintain", help="execute a maintenance plan (expire snapshots, rewrite manifests, "
+                                               "delete orphan files, old metadata versions)")
+    maintain.add_argument("--plan", required=True, type=Path)
+    maintain.add_argument("--result", required=True, type=Path)
+    maintain.add_argument("--catalog", required=True)
     serve = sub.add_parser("serve", help="resident executor: run work items from the ledger's queue")
     serve.add_argument("--catalog", required=True)
     serve.add_argument("--executor-id", required=True)
@@ -59,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "maintain":
+        return _maintain(args)
 
     from compaction.spark.job import error_result, run_groups
     from compaction.spark.contract import progress_path
@@ -117,6 +126,44 @@ def _serve(args: argparse.Namespace) -> int:
     except CompactionError as e:
         code, reason = e.exit_code, str(e)
     _write(args.result, {"exit": code, "reason": reason})
+    return code
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    """``maintain``: writes the action results (compaction.spark.maintenance.result_payload) to ``--result``, and
+    after each action a checkpoint of the results so far next to it (a job killed mid-plan leaves what it removed);
+    exit code 0 when every action succeeded or was deferred, else MaintenanceError's (a result is written either
+    way: the host records it)."""
+    from compaction.core.errors import MaintenanceError
+    from compaction.core.maintenance import MaintenancePlan
+    from compaction.spark.contract import progress_path
+    from compaction.spark.maintenance import result_payload
+
+    plan_id = "?"
+    checkpoint = progress_path(args.result)
+    try:
+        validate_identifier_part(args.catalog, "catalog name")
+        try:
+            plan = MaintenancePlan.from_json(args.plan.read_text())  # checks maintenance_plan_format_version
+        except OSError as e:
+            raise ConfigError(f"cannot read maintenance plan file {args.plan}: {e}") from e
+        plan_id = plan.plan_id
+        if plan.table.catalog != args.catalog:
+            raise ConfigError(f"plan is for catalog {plan.table.catalog!r}, job was started for {args.catalog!r}")
+        from pyspark.sql import SparkSession
+
+        from compaction.spark.maintenance import execute_plan
+
+        spark = SparkSession.builder.getOrCreate()
+        results = execute_plan(spark, plan, progress=lambda m: print(m, file=sys.stderr, flush=True),
+                               on_result=lambda done: _write(checkpoint, result_payload(plan_id, done, complete=False)))
+        payload, code = result_payload(plan_id, results), 0 if all(r.ok for r in results) else MaintenanceError.exit_code
+    except CompactionError as e:
+        payload, code = result_payload(plan_id, [], error=str(e)), e.exit_code
+    except Exception as e:  # noqa: BLE001 - py4j: the table cannot be loaded, ...; the host records why
+        payload, code = result_payload(plan_id, [], error=f"{type(e).__name__}: {str(e)[:2000]}"), 1
+    _write(args.result, payload)
+    checkpoint.unlink(missing_ok=True)
     return code
 
 

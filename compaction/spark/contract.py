@@ -53,3 +53,9 @@ def serve_command(executor_id: str, catalog: str, generation: int, result: Path,
     """The entry point's arguments for one generation of an executor. Pure; never a secret."""
     return ("serve", "--catalog", catalog, "--executor-id", executor_id, "--generation", str(generation),
             "--result", str(result), *option_args(options))
+
+
+def maintain_command(plan: Path, result: Path, catalog: str) -> tuple[str, ...]:
+    """The entry point's arguments for a maintenance plan (``maintain``): the plan and result are files, so the plan
+    never meets argv's length limit and nothing of the table's configuration is in argv. Pure; never a secret."""
+    return ("maintain", "--plan", str(plan), "--result", str(result), "--catalog", catalog)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from compaction.core.errors import MaintenanceError
 from compaction.core.maintenance import MaintenanceAction, MaintenancePlan
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "OK_STATUSES", "execute_plan", "list_files",
+           "MAINTENANCE_RESULT_FORMAT_VERSION", "result_payload", "results_from_payload",
            "is_manifest_conflict", "retry_on_manifest_conflict", "classify_removed", "metadata_version",
            "dropped_metadata_files"]
 
@@ -76,6 +77,41 @@ class ActionResult:
         return {"action": self.action.value, "status": self.status, "files_removed": self.files_removed,
                 "bytes_removed": self.bytes_removed, "duration_ms": self.duration_ms, "detail": self.detail,
                 "error": self.error}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActionResult:
+        """The inverse of :meth:`to_dict` (the ``maintain`` job's result file, read by the host)."""
+        try:
+            bytes_removed = data.get("bytes_removed")
+            return cls(MaintenanceAction(data["action"]), str(data["status"]), int(data.get("files_removed") or 0),
+                       None if bytes_removed is None else int(bytes_removed), int(data.get("duration_ms") or 0),
+                       dict(data.get("detail") or {}), None if data.get("error") is None else str(data["error"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise MaintenanceError(f"invalid maintenance action result {data!r}: {e}") from e
+
+
+#: Version of the ``maintain`` job's result file (``python -m compaction.spark maintain --result R``): the host reads
+#: only the version it knows, as the job reads only the plan format version it knows.
+MAINTENANCE_RESULT_FORMAT_VERSION = 1
+
+
+def result_payload(plan_id: str, results: Sequence[ActionResult], *, complete: bool = True,
+                   error: str | None = None) -> dict[str, Any]:
+    """The ``maintain`` job's result file: every action's result, ``complete`` false in the checkpoint a job killed
+    mid-plan leaves (what it did so far), ``error`` when the job could not execute the plan at all."""
+    return {"maintenance_result_format_version": MAINTENANCE_RESULT_FORMAT_VERSION, "plan_id": plan_id,
+            "complete": complete, "results": [r.to_dict() for r in results], "error": error}
+
+
+def results_from_payload(payload: Mapping[str, Any], plan_id: str) -> list[ActionResult]:
+    """The action results of a :func:`result_payload`, checked: its version and that it is ``plan_id``'s."""
+    version = payload.get("maintenance_result_format_version")
+    if version != MAINTENANCE_RESULT_FORMAT_VERSION:
+        raise MaintenanceError(f"unsupported maintenance result format version {version!r} "
+                               f"(this version reads {MAINTENANCE_RESULT_FORMAT_VERSION})")
+    if payload.get("plan_id") != plan_id:
+        raise MaintenanceError(f"maintenance result is for plan {payload.get('plan_id')!r}, not {plan_id!r}")
+    return [ActionResult.from_dict(r) for r in payload.get("results") or ()]
 
 
 def _hadoop_file_system(spark: SparkSession, location: str) -> Any | None:
@@ -412,10 +448,13 @@ def _delete_dropped_metadata(spark: SparkSession, table: Any) -> ActionResult:
 
 
 def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
-                 progress: Callable[[str], None] = lambda _m: None) -> list[ActionResult]:
+                 progress: Callable[[str], None] = lambda _m: None,
+                 on_result: Callable[[list[ActionResult]], None] = lambda _r: None) -> list[ActionResult]:
     """Run the plan's actions in order (expire, rewrite manifests, delete orphans). An action that fails or is
     refused is reported and the next ones still run, except orphan removal after a failed expiry (what the
-    expiry left unreferenced must not be taken for an orphan by a half-done run: it is simply retried next time)."""
+    expiry left unreferenced must not be taken for an orphan by a half-done run: it is simply retried next time).
+    ``on_result`` gets the results so far after each action: the ``maintain`` job checkpoints them, so that what a
+    job killed mid-plan already removed is still recorded."""
     activate(spark)
     table = load_table(spark, quoted(plan.table))
     results: list[ActionResult] = []
@@ -446,4 +485,5 @@ def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
                  f"{result.bytes_removed if result.bytes_removed is not None else '?'} byte(s) removed"
                  + (f" ({result.error})" if result.error else ""))
         results.append(result)
+        on_result(list(results))
     return results
