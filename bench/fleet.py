@@ -31,13 +31,11 @@ NAMESPACE = "fleet"
 
 
 def _airflow_env(home: Path) -> None:
-    """AIRFLOW_* for this process, before anything imports Airflow."""
-    os.environ.update({
-        "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING", "ICECOMPACT_DAG_SCHEDULE": "none",
-    })
+    """AIRFLOW_* for this process, before anything imports Airflow (the test rig's isolated home)."""
+    from icecompact_testing.airflow_processes import isolated_home_env
+
+    os.environ.update({**isolated_home_env(home, {"admin": uuid.uuid4().hex}),
+                       "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING", "ICECOMPACT_DAG_SCHEDULE": "none"})
 
 
 def main() -> int:
@@ -49,8 +47,6 @@ def main() -> int:
     _airflow_env(work / "airflow")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["ICECOMPACT_HOME"] = str(work / "home")
-    sys.path.insert(0, str(REPO))
-    import subprocess
 
     from compaction.catalog import CatalogConfig
     from compaction.ops.executor import stop_executors
@@ -60,10 +56,11 @@ def main() -> int:
     from compaction.demo.workload import WorkloadSpec, generate
     from icecompact_airflow.connections import connection_env
 
-    airflow_bin = str(Path(sys.executable).with_name("airflow"))
-    subprocess.run([airflow_bin, "db", "migrate"], check=True, capture_output=True, timeout=600)
-    subprocess.run([airflow_bin, "pools", "set", "icecompact_spark", "4", "icecompact"], check=True,
-                   capture_output=True, timeout=120)
+    from icecompact_testing.airflow_processes import AirflowProcesses
+
+    airflow = AirflowProcesses(Path(os.environ["AIRFLOW_HOME"]))
+    airflow.cli("db", "migrate")
+    airflow.cli("pools", "set", "icecompact_spark", "4", "icecompact", timeout=120)
     cluster = start_cluster()
     spark = None
     try:

@@ -54,16 +54,19 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from _common import RESULTS_DIR, ROOT
+from _common import RESULTS_DIR
 
 GOAL_S = 1.0
 #: The Spark child process reads the catalog's properties here (never on argv: a REST catalog's hold secrets).
 CATALOG_PROPERTIES_ENV = "ICECOMPACT_BENCH_CATALOG_PROPERTIES"
 #: Concurrent pyiceberg table builds on a REST catalog (a SQLite catalog takes one writer at a time).
 REST_BUILD_WORKERS = 8
+#: The simple-auth users of the benchmark's own Airflow.
+PASSWORDS = {"admin": "admin-" + uuid.uuid4().hex[:8], "viewer": "viewer-" + uuid.uuid4().hex[:8]}
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -208,8 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ICECOMPACT_TEST_ARTIFACTS"] = str(work / "artifacts")
     ledger_url = f"sqlite:///{work / 'ledger.db'}"
     os.environ["ICECOMPACT_LEDGER_URL"] = ledger_url
-    sys.path.insert(0, str(ROOT / "tests" / "airflow"))
-    import af_support  # noqa: E402,F401  (its own AIRFLOW_HOME, users; set before airflow is imported)
+    # Its own AIRFLOW_HOME and simple-auth users, set before anything imports airflow.
+    from icecompact_testing.airflow_processes import isolated_home_env
+
+    os.environ.update(isolated_home_env(work / "airflow", PASSWORDS))
+    os.environ.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
 
     from compaction.catalog import CatalogConfig
 
@@ -230,8 +236,16 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _api_server(catalog: Any, ledger_url: str) -> Any:
+    from icecompact_airflow.connections import connection_env
+    from icecompact_testing.airflow_processes import ApiServer
+
+    return ApiServer(Path(os.environ["AIRFLOW_HOME"]), PASSWORDS,
+                     env={**connection_env(catalog), "ICECOMPACT_LEDGER_URL": ledger_url})
+
+
 def _measure(args: argparse.Namespace, argv: list[str], catalog: Any, rest: bool) -> int:
-    import af_support
+    from icecompact_testing.airflow_processes import AirflowProcesses
 
     from compaction.ops.fleet import POINTER_CACHE, POINTER_MAX_AGE_S, build_overview, metadata_locations
     from compaction.ledger import Ledger
@@ -251,9 +265,8 @@ def _measure(args: argparse.Namespace, argv: list[str], catalog: Any, rest: bool
         print(f"  {seeded}", flush=True)
 
         print("starting the api-server ...", flush=True)
-        af_support.airflow_cli("db", "migrate")
-        server = af_support.ApiServer(env={**af_support.catalog_connection_env(catalog),
-                                           "ICECOMPACT_LEDGER_URL": ledger_url})
+        AirflowProcesses(Path(os.environ["AIRFLOW_HOME"])).cli("db", "migrate")
+        server = _api_server(catalog, ledger_url)
         timings: dict[str, dict[str, float]] = {}
         notes: dict[str, Any] = {}
         try:
@@ -329,8 +342,7 @@ def _measure(args: argparse.Namespace, argv: list[str], catalog: Any, rest: bool
                 # Cold: a freshly started api-server has no pointers; every table is sampled at its current metadata,
                 # so the answer costs the catalog reading and nothing else.
                 server.stop()
-                server = af_support.ApiServer(env={**af_support.catalog_connection_env(catalog),
-                                                   "ICECOMPACT_LEDGER_URL": ledger_url})
+                server = _api_server(catalog, ledger_url)
                 server.wait_ready()
                 token = server.token("viewer")
                 page = f"{server.url}/compaction/?catalog={catalog.name}"

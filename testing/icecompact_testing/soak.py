@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
-from icecompact_testing.processes import stop_process_group
+from icecompact_testing.airflow_processes import AirflowProcesses
 
 NAMESPACE = "soak"
 TABLE = "events"
@@ -321,48 +321,32 @@ def _read_all(input_file: Any) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------------- processes
-@dataclass
-class _Airflow:
-    home: Path
-    env: dict[str, str]
-    api_port: int
-    dag_id: str = "iceberg_compaction"
-    api: subprocess.Popen[bytes] | None = None
-    scheduler: subprocess.Popen[bytes] | None = None
-    triggerer: subprocess.Popen[bytes] | None = None
-    logs: list[Any] = field(default_factory=list)
-    old_groups: list[int] = field(default_factory=list)  # process groups of killed schedulers (their workers)
+class _Airflow(AirflowProcesses):
+    """The soak's Airflow: api-server, scheduler (killed and restarted by a fault) and, on the health path, the
+    triggerer, all of one home."""
 
-    def cli(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(Path(sys.executable).with_name("airflow")), *args], env=self.env,
-                              capture_output=True, text=True, check=check, timeout=timeout)
+    def __init__(self, home: Path, env: dict[str, str], api_port: int, dag_id: str = "iceberg_compaction") -> None:
+        super().__init__(home, env)
+        self.api_port = api_port
+        self.dag_id = dag_id
+        self.old_groups: list[int] = []  # process groups of killed schedulers (their workers)
 
-    def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.home / f"{name}.log", "ab")
-        self.logs.append(log)
-        return subprocess.Popen([str(Path(sys.executable).with_name("airflow")), *args], env=self.env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    @property
+    def scheduler(self) -> subprocess.Popen[bytes] | None:
+        return self.processes.get("scheduler")
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 300,  # type: ignore[override]
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return super().cli(*args, check=check, timeout=timeout, env=env)
 
     def start_api(self) -> None:
-        import urllib.request
-
-        self.api = self._start("api-server", "api-server", "--host", "127.0.0.1", "--port", str(self.api_port),
-                               "--workers", "1")
-        for _ in range(600):
-            if self.api.poll() is not None:
-                raise RuntimeError(f"api-server exited: {(self.home / 'api-server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=5):
-                    return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError("api-server did not answer")
+        self.start_api_server(self.api_port)
 
     def start_scheduler(self) -> None:
-        self.scheduler = self._start("scheduler", "scheduler")
+        self.start("scheduler", "scheduler")
 
     def start_triggerer(self) -> None:
-        self.triggerer = self._start("triggerer", "triggerer")
+        self.start("triggerer", "triggerer")
 
     def dag_runs(self) -> list[dict[str, Any]]:
         out = self.cli("dags", "list-runs", self.dag_id, "-o", "json", check=False, timeout=120)
@@ -375,18 +359,15 @@ class _Airflow:
         except json.JSONDecodeError:
             return []
 
-    def stop(self) -> None:
-        for group in self.old_groups:
-            try:
-                os.killpg(group, signal.SIGKILL)  # orphaned LocalExecutor workers ignore SIGTERM
-            except ProcessLookupError:
-                pass
-        self.old_groups.clear()
-        for proc in (self.scheduler, self.triggerer, self.api):
-            if proc is not None:
-                stop_process_group(proc, timeout=60)
-        for log in self.logs:
-            log.close()
+    def stop(self, name: str | None = None, timeout: float = 60) -> None:
+        if name is None:
+            for group in self.old_groups:
+                try:
+                    os.killpg(group, signal.SIGKILL)  # orphaned LocalExecutor workers ignore SIGTERM
+                except ProcessLookupError:
+                    pass
+            self.old_groups.clear()
+        super().stop(name, timeout=timeout)
 
 
 def _set_up_airflow(workdir: Path, base_env: Mapping[str, str], config: SoakConfig) -> _Airflow:

@@ -12,26 +12,14 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+from icecompact_testing.airflow_processes import ApiServer as _ApiServer
+from icecompact_testing.airflow_processes import AirflowProcesses, free_port, isolated_home_env  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="icecompact-airflow-"))
-AIRFLOW_ENV = {
-    "AIRFLOW_HOME": str(AIRFLOW_HOME),
-    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__PARALLELISM": "2",
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(AIRFLOW_HOME / "passwords.json"),
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-    "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
-    "AIRFLOW__API__SECRET_KEY": uuid.uuid4().hex,
-    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-    "ICECOMPACT_DAG_SCHEDULE": "@daily",
-}
 PASSWORDS = {"admin": "admin-" + uuid.uuid4().hex[:8], "viewer": "viewer-" + uuid.uuid4().hex[:8]}
+AIRFLOW_ENV = {**isolated_home_env(AIRFLOW_HOME, PASSWORDS), "ICECOMPACT_DAG_SCHEDULE": "@daily"}
 os.environ.update(AIRFLOW_ENV)
-(AIRFLOW_HOME / "passwords.json").write_text(json.dumps(PASSWORDS))
 os.environ.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)  # the DAG's embedded default Spark master is tested
 from icecompact_airflow.connections import connection_env as catalog_connection_env  # noqa: E402
 
@@ -40,8 +28,8 @@ ARTIFACTS = Path(os.environ.get("ICECOMPACT_TEST_ARTIFACTS") or REPO / "tests" /
 
 def airflow_cli(*args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None,
                 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(Path(sys.executable).with_name("airflow")), *args], capture_output=True, text=True,
-                          timeout=timeout, check=check, env={**os.environ, **(env or {})})
+    return AirflowProcesses(AIRFLOW_HOME, os.environ).cli(*args, check=check, timeout=timeout, env=env)
+
 
 def fresh_dag(dag_id: str = "iceberg_compaction") -> Any:
     """A freshly parsed DAG object (a DAG reused after an empty mapping would skip mapped tasks)."""
@@ -55,63 +43,11 @@ def task_states(dag_run: Any) -> dict[tuple[str, int], str]:
     return {(ti.task_id, ti.map_index): str(getattr(ti.state, "value", ti.state)) for ti in dag_run.get_task_instances()}
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ApiServer:
+class ApiServer(_ApiServer):
     """A real ``airflow api-server`` (uvicorn, 1 worker) on 127.0.0.1 with this test session's AIRFLOW_HOME."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = AIRFLOW_HOME / f"api-server-{self.port}.log"
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("airflow")), "api-server", "--host", "127.0.0.1", "--port",
-             str(self.port), "--workers", "1"],
-            stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True)
-
-    def wait_ready(self, attempts: int = 600) -> None:
-        import threading
-        import urllib.request
-
-        for _ in range(attempts):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"api-server exited {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            threading.Event().wait(0.5)
-        raise RuntimeError(f"api-server did not answer:\n{self.log_path.read_text()[-3000:]}")
-
-    def token(self, username: str) -> str:
-        import urllib.request
-
-        body = json.dumps({"username": username, "password": PASSWORDS[username]}).encode()
-        request = urllib.request.Request(f"{self.url}/auth/token", data=body,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return str(json.loads(response.read())["access_token"])
-
-    def stop(self) -> None:
-        import signal
-
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self._log.close()
+        super().__init__(AIRFLOW_HOME, PASSWORDS, env)
 
 
 class AuthProxy:

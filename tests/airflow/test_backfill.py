@@ -6,13 +6,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 from af_support import AIRFLOW_HOME, ApiServer, airflow_cli, catalog_connection_env
+from icecompact_testing.airflow_processes import AirflowProcesses
 
 from compaction.catalog import CatalogConfig
 from compaction.ledger import Ledger, RunStatus
@@ -45,14 +43,11 @@ def test_backfill_create_compacts_exactly_its_days(spark, sqlite_catalog: Catalo
     env = {**catalog_connection_env(sqlite_catalog),
            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{server.url}/execution/",
            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}  # only the backfill's runs, no scheduled run
-    scheduler = None
-    scheduler_log = open(AIRFLOW_HOME / "scheduler.log", "w")
+    airflow = AirflowProcesses(AIRFLOW_HOME, {**os.environ, **env})
     try:
         server.wait_ready()
         airflow_cli("dags", "reserialize", env=env)
-        scheduler = subprocess.Popen([str(Path(sys.executable).with_name("airflow")), "scheduler"],
-                                     stdout=scheduler_log, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                     start_new_session=True)
+        scheduler = airflow.start("scheduler", "scheduler")
         airflow_cli("dags", "unpause", "iceberg_compaction", env=env)
         conf = {"tables": ["bk.events"], "catalog": sqlite_catalog.name, "mode": "major", "dry_run": True}
         airflow_cli("backfill", "create", "--dag-id", "iceberg_compaction", "--from-date", "2024-01-01",
@@ -67,10 +62,7 @@ def test_backfill_create_compacts_exactly_its_days(spark, sqlite_catalog: Catalo
             raise AssertionError(f"backfill runs did not finish: {(AIRFLOW_HOME / 'scheduler.log').read_text()[-3000:]}")
     finally:
         airflow_cli("dags", "pause", "iceberg_compaction", check=False)
-        if scheduler is not None and scheduler.poll() is None:
-            os.killpg(scheduler.pid, signal.SIGTERM)
-            scheduler.wait(timeout=60)
-        scheduler_log.close()
+        airflow.stop()
         server.stop()
 
     assert set(states.values()) == {"success"}, states
