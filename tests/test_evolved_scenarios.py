@@ -222,6 +222,59 @@ def test_scenario_reads_as_generated(spark, scenarios, seed: int) -> None:  # ty
     assert before.applicable_deletes
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_shared_delete_rule_agrees_with_icebergs_scan_planning(  # type: ignore[no-untyped-def]
+        spark, evolved_catalog: CatalogConfig, scenarios, seed: int) -> None:
+    """The rule the planner and MINOR share (compaction.core.applicability), on the files of each partition's MINOR
+    scan as MINOR converts them (compaction.spark.minor.minor_scope), against Iceberg's own scan planning (each
+    FileScanTask's deletes(), position deletes refined to the files they name) and the reference reader's reading of
+    the spec. Ours is metadata-only: it may add (a) equality deletes Iceberg prunes by column statistics, which the
+    reference reader (no statistics) still applies, (b) partition-scoped position deletes that do not name the data
+    file, and (c) position-delete files of a data file a DV applies to (both implementations count them, see the
+    module docstring of compaction.core.applicability); nothing else, and it never misses one Iceberg applies."""
+    from compaction.core.applicability import scope_applicability
+    from compaction.core.model import DeleteContent
+    from compaction.spark import partition_files as PF
+    from compaction.spark.expressions import java_partition_expression
+    from compaction.spark.minor import minor_scope
+
+    scenario, before = scenarios(seed)
+    namespace, name = scenario.identifier
+    state = inspect_table(evolved_catalog, f"{namespace}.{name}")
+    assert state.snapshot_id == before.snapshot_id
+    table = J.load_table(spark, f"{evolved_catalog.name}.{namespace}.{name}")
+    table.refresh()
+    checked = {"equality": 0, "positional": 0}
+    for p in state.partitions:
+        expression = java_partition_expression(spark, table, p.key)
+        files = PF.scan_partition(spark, table, expression, state.snapshot_id)
+        kinds = {ref: PF.delete_kind(d) for ref, d in files.deletes.items()}
+        multi = [d for ref, d in files.deletes.items()
+                 if kinds[ref] is DeleteContent.POSITION and PF.position_delete_target(spark, d) is None]
+        named = PF._position_delete_targets(spark, multi, table)
+        files.refine_position_deletes(spark, table)
+        found = scope_applicability(minor_scope(spark, table, p.key, files, whole_table=p.key.is_unpartitioned))
+        own_eq = {ref for ref, d in files.deletes.items()
+                  if kinds[ref] is DeleteContent.EQUALITY and int(d.specId()) == p.key.spec_id}
+        for path in files.data:
+            label = f"[seed {seed}] {p.key.label()} {path.rsplit('/', 1)[-1]}"
+            iceberg = files.applied.get(path, set())
+            ours_pos = found.positional.get(path, frozenset())
+            ice_pos = {ref for ref in iceberg if kinds[ref] is not DeleteContent.EQUALITY}
+            assert ice_pos <= ours_pos, f"{label}: Iceberg applies {ice_pos - ours_pos}, ours not"
+            has_dv = any(kinds[ref] is DeleteContent.DELETION_VECTOR for ref in ours_pos)
+            for ref in ours_pos - ice_pos:
+                assert (ref in named and path not in named[ref]) or \
+                    (has_dv and kinds[ref] is DeleteContent.POSITION), f"{label}: {ref} applies by ours only"
+            ours_eq = found.equality.get(path, frozenset())
+            assert {ref for ref in iceberg if ref in own_eq} <= ours_eq, label
+            spec_eq = {e.path for e in before.applicable_deletes.get(path, ()) if e.delete_kind == "equality"}
+            assert {ref[0] for ref in ours_eq} == spec_eq & {ref[0] for ref in own_eq}, label
+            checked["equality"] += len(ours_eq)
+            checked["positional"] += len(ice_pos)
+    assert checked["equality"] and checked["positional"], checked
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_compaction_on_evolved_table(spark, evolved_catalog: CatalogConfig, scenarios, request,  # type: ignore[no-untyped-def]

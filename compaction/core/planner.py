@@ -17,7 +17,9 @@ they live in (it converts them table-wide), so they trigger no MINOR elsewhere.
 * A delete file is *settled* when it is a DV or a position delete that is the only position delete / DV applying
   to each live data file it applies to (file-scoped, or partition-scoped alone in its partition): that is the form
   a MINOR produces, so settled files never trigger MINOR. Every other delete file is *mergeable* (equality
-  deletes, position deletes sharing a data file with another, dangling deletes).
+  deletes, position deletes sharing a data file with another, dangling deletes). Which delete applies to which data
+  file, and settled, come from :mod:`compaction.core.applicability`, the rule MINOR decides its work by too
+  (``decide_minor``), so a partition the planner sees nothing mergeable in gives MINOR nothing to do.
 * ``delete ratio`` = deleted records (all delete files) / data records (``0`` for a partition without data rows).
 * A *small* file is a data file strictly smaller than ``policy.small_file_threshold_bytes``.
 
@@ -93,6 +95,7 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
+from compaction.core.applicability import equality_delete_applies, positional_applicability
 from compaction.core.attribution import NO_GLOBAL_DELETES, GlobalDeleteIndex, PartitionDeletes
 from compaction.core.display import format_bytes
 from compaction.core.errors import ConfigError, PlanningError, UnsupportedTableError
@@ -160,18 +163,6 @@ def _delete_sort_key(d: DeleteFileInfo) -> tuple[object, ...]:
 
 # --------------------------------------------------------------------------------------------------------------
 # Per-partition analysis
-
-
-def _applies_positional(d: DeleteFileInfo, f: DataFileInfo) -> bool:
-    # A position delete names data files that existed when it was committed (paths are never reused): a file added
-    # later (its file sequence number is higher) is never one of them, even when a rewrite that kept its starting
-    # sequence number gave it a data sequence number <= the delete's.
-    committed = d.file_sequence_number if d.file_sequence_number is not None else d.data_sequence_number
-    return (
-        f.data_sequence_number <= d.data_sequence_number
-        and (f.file_sequence_number is None or f.file_sequence_number <= committed)
-        and (d.referenced_data_file is None or d.referenced_data_file == f.path)
-    )
 
 
 _data_order = operator.attrgetter("path", "data_sequence_number", "size_bytes")
@@ -282,37 +273,17 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
     positional = [d for d in deletes if d.content in _POSITIONAL]
     equality = [d for d in deletes if d.content is DeleteContent.EQUALITY]
 
-    applying: dict[str, int] = {f.path: 0 for f in data}
-    for d in positional:
-        if d.referenced_data_file is not None:
-            f = live.get(d.referenced_data_file)
-            if f is not None and _applies_positional(d, f):
-                applying[f.path] += 1
-        else:
-            for f in data:
-                if _applies_positional(d, f):
-                    applying[f.path] += 1
-
-    settled = 0
-    dangling = 0
-    for d in positional:
-        if d.referenced_data_file is not None:
-            f = live.get(d.referenced_data_file)
-            if f is None or not _applies_positional(d, f):
-                dangling += 1
-            elif applying[f.path] == 1:
-                settled += 1
-        else:
-            targets = [f for f in data if _applies_positional(d, f)]
-            if not targets:
-                dangling += 1
-            elif all(applying[f.path] == 1 for f in targets):
-                # The only position delete of every data file it applies to: the form a MINOR writes for a
-                # table with ``write.delete.granularity=partition`` (v2).
-                settled += 1
+    # The rule MINOR applies too (compaction.core.applicability, shared with compaction.spark.minor.decide_work):
+    # all of the state's files are of one spec and partition.
+    app = positional_applicability(positional, lambda _: live)
+    applying: dict[str, int] = {f.path: app.count(f.path) for f in data}
+    dangling = sum(1 for i in range(len(positional)) if app.is_dangling(i))
+    # Settled: the form a MINOR writes (one position delete / DV per data file, or one per partition with
+    # ``write.delete.granularity=partition``), so it never counts as mergeable.
+    settled = sum(1 for i in range(len(positional)) if app.is_settled(i))
     if not state.key.is_unpartitioned:
         for d in equality:
-            if not any(f.data_sequence_number < d.data_sequence_number for f in data):
+            if not any(equality_delete_applies(d, f) for f in data):
                 dangling += 1
     elif global_deletes:
         # Global equality deletes (written unpartitioned) apply to every partition of every spec (Iceberg spec,
@@ -327,11 +298,9 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
     # Iceberg's rewrite planner knows a data file's deleted rows only from file-scoped position deletes / DVs
     # (BinPackRewriteFilePlanner.tooHighDeleteRatio); the planner counts the same, so it picks the files it will.
     known_deleted: dict[str, int] = {}
-    for d in positional:
-        if d.referenced_data_file is not None:
-            f = live.get(d.referenced_data_file)
-            if f is not None and _applies_positional(d, f):
-                known_deleted[f.path] = known_deleted.get(f.path, 0) + d.record_count
+    for i, d in enumerate(positional):
+        if d.referenced_data_file is not None and app.targets[i]:
+            known_deleted[d.referenced_data_file] = known_deleted.get(d.referenced_data_file, 0) + d.record_count
     elsewhere_bytes = global_deletes.elsewhere_scope_bytes.get(state.key, 0) if equality else 0
     return _finish(state, order_key, data, deletes, small, policy, data_bytes=data_bytes, data_records=data_records,
                    applying=applying, known_deleted=known_deleted, touched_by_eq=touched_by_eq, settled=settled,

@@ -6,7 +6,7 @@ Iceberg rules this module relies on (spec, "Scan Planning"; docs/validation.md):
 
 * an equality delete with data sequence number S applies to data files with data sequence < S of its own spec and
   partition, or of every partition when its spec is unpartitioned (a "global" delete); ``decide_work`` applies
-  these rules to the partition's metadata;
+  these rules to the partition's metadata through :mod:`compaction.core.applicability`, the planner's rule too;
 * a position delete / DV names its data file, so once written for a data file it keeps applying to exactly that
   file: the new files are committed in a ``RowDelta``, whose sequence number is above every targeted data file's
   (a position delete applies to data files with sequence <= its own);
@@ -17,6 +17,8 @@ Iceberg rules this module relies on (spec, "Scan Planning"; docs/validation.md):
   commit (``validateDataFilesExist`` over every targeted file, so a concurrent MAJOR makes our commit fail and
   retry); we check the second ourselves after the commit (a concurrent rewrite that kept its starting sequence
   number) and roll back if it ever happens.
+
+Writing the new files: :mod:`compaction.spark.minor_write`.
 
 Why a ``RowDelta`` (operation ``delete``) rather than a ``RewriteFiles``: only ``RowDelta`` validates that the
 targeted data files still exist within Iceberg's commit retry loop, and a concurrent MAJOR only notices new
@@ -31,28 +33,30 @@ spec's rules say apply.
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import shutil
-import tempfile
-import uuid
 from dataclasses import dataclass, field
-from functools import reduce
 from typing import Any, Iterable, Mapping
 
+from compaction.core.applicability import MinorScope, PlacedData, PlacedDelete, decide_minor
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
-from compaction.core.model import DeleteContent, PartitionKey
+from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey
 from compaction.spark import jvm as J
 from compaction.spark.compat import read_at_snapshot
 from compaction.spark.file_io_reads import read_parquet_through_file_io, spark_can_read
 from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY, find_tagged_snapshot
+from compaction.spark.minor_write import (  # noqa: F401  (writers re-exported: the test rig imports them from here)
+    describe_files,
+    partition_scoped_output,
+    write_deletion_vectors,
+    write_position_delete_files,
+)
 from compaction.spark.partition_files import (
     PartitionFiles,
     _iterate,
     added_data_files,
     delete_kind,
     delete_ref,
+    position_delete_target,
     scan_partition,
     snapshots_between,
 )
@@ -60,10 +64,6 @@ from compaction.spark.partition_files import (
 KIND_PROPERTY = "icecompact.kind"
 
 _EMPTY_AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):///")
-
-# Reserved field ids of position delete files (Iceberg spec, "Position Delete Files").
-FILE_PATH_FIELD_ID = 2147483546
-POS_FIELD_ID = 2147483545
 
 # Spark types the raw Parquet read of an equality-delete file can match by field id. UUID columns are stored as
 # fixed[16] while Iceberg's Spark reader shows them as strings, so they cannot be joined without a conversion.
@@ -97,135 +97,69 @@ class _Work:
     described: dict[str, dict[str, Any]] = field(default_factory=dict)  # data path -> ContentFileParser JSON
 
 
-DELETE_GRANULARITY = "write.delete.granularity"  # Iceberg's table property (TableProperties.DELETE_GRANULARITY)
+def minor_scope(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles, *,
+                whole_table: bool) -> MinorScope:
+    """``files`` (Iceberg's Java files of a scan filtered on ``key``'s partition) in the core's file model, with what
+    the applicability rule reads (:mod:`compaction.core.applicability`) and nothing else: every field is a py4j round
+    trip per file, so sizes and record counts are left at 0 and an equality delete's file sequence number at None
+    (the rule never looks at them).
+
+    Partitions: files of ``key``'s own spec are the partition's (the scan filter is exactly the partition for its
+    own spec), so they get ``key``'s values without decoding. Another spec's files are decoded only when the scope
+    holds both data files and position deletes / DVs of that spec: no other rule compares partitions."""
+    key_values = tuple(f.value for f in key.fields)
+    spec_of_data = {path: int(f.specId()) for path, f in files.data.items()}
+    deletes: list[tuple[tuple[str, int], Any, int, DeleteContent, str | None]] = []
+    for ref, d in files.deletes.items():
+        kind = delete_kind(d)
+        target = position_delete_target(spark, d) if kind is not DeleteContent.EQUALITY else None
+        deletes.append((ref, d, int(d.specId()), kind, target))
+    decode = {spec for _, _, spec, kind, _ in deletes if spec != key.spec_id and kind is not DeleteContent.EQUALITY}
+    decode &= set(spec_of_data.values())
+    decoder = J.PartitionDecoder(spark, table.specs()) if decode else None
+
+    def partition(spec_id: int, f: Any) -> tuple[Any, ...] | None:
+        if spec_id == key.spec_id:
+            return key_values
+        if decoder is not None and spec_id in decode:
+            return decoder.values(spec_id, f.partition())
+        return None
+
+    data = tuple(
+        PlacedData(DataFileInfo(path, 0, 0, files.data_sequence[path], _opt_int(f.fileSequenceNumber())),
+                   spec_of_data[path], partition(spec_of_data[path], f))
+        for path, f in files.data.items()
+    )
+    placed = tuple(
+        PlacedDelete(
+            DeleteFileInfo(
+                path=ref[0], content=kind, size_bytes=0, record_count=0,
+                data_sequence_number=int(d.dataSequenceNumber()),
+                file_sequence_number=_opt_int(d.fileSequenceNumber()) if kind is not DeleteContent.EQUALITY else None,
+                referenced_data_file=target, content_offset=ref[1] if ref[1] >= 0 else None,
+            ),
+            spec_id, partition(spec_id, d))
+        for ref, d, spec_id, kind, target in deletes
+    )
+    return MinorScope(key, data, placed, whole_table=whole_table,
+                      partition_scoped_output=partition_scoped_output(table))
 
 
-def partition_scoped_output(table: Any) -> bool:
-    """Whether new v2 position deletes are written one file per partition (``write.delete.granularity=partition``)
-    rather than one per data file (Iceberg's default, ``file``). v3 always writes one DV per data file."""
-    if int(table.operations().current().formatVersion()) >= 3:
-        return False
-    return str(table.properties().getOrDefault(DELETE_GRANULARITY, "file")).strip().lower() == "partition"
+def _opt_int(value: Any) -> int | None:
+    return int(value) if value is not None else None
 
 
 def decide_work(spark: Any, table: Any, key: PartitionKey, files: PartitionFiles, *, whole_table: bool) -> _Work:
-    """Which delete files to convert or merge and which data files get a new position delete / DV.
-
-    * every equality delete of ``key``'s spec and partition (for an unpartitioned key on a table whose scan covers
-      the whole table: the global equality deletes) is converted;
-    * a position delete / DV of the partition is absorbed unless it is *settled*: file-scoped, the only position
-      delete applying to its data file, and that data file receives no converted rows;
-    * every data file some converted equality delete applies to, or some absorbed position delete names, gets
-      one new position delete file (v2) or DV (v3) holding all its deleted positions.
-
-    Which delete applies to which data file follows the spec ("Scan Planning") from metadata alone, with no column
-    statistics (a superset of Iceberg's planning, which may also prune by statistics; the join then simply finds no
-    row in the extra pairs):
-
-    * ``files`` comes from a scan filtered on ``key``'s partition: for files of ``key``'s own spec that filter is
-      exactly the partition, so "same spec" means "same spec and partition" here;
-    * an equality delete with data sequence S applies to data files of its spec and partition with data sequence
-      < S, or to every data file with data sequence < S when its spec is unpartitioned;
-    * a position delete / DV with data sequence S applies to the data file it names (when metadata tells:
-      ``referenced_data_file`` or equal ``file_path`` bounds) if that file's data sequence is <= S, otherwise to
-      every data file of its spec and partition with data sequence <= S.
-    """
-    from compaction.spark.partition_files import position_delete_target
-
-    if key.is_unpartitioned and not whole_table:
-        raise UnsupportedTableError("global equality deletes are only converted by a scan of the whole table")
-    in_key = {ref: d for ref, d in files.deletes.items() if int(d.specId()) == key.spec_id}
-    equality = {ref: d for ref, d in in_key.items() if delete_kind(d) is DeleteContent.EQUALITY}
-    positional_in_key = {ref: d for ref, d in in_key.items() if delete_kind(d) is not DeleteContent.EQUALITY}
-    seq = files.data_sequence
-    same_spec = [p for p, f in files.data.items() if int(f.specId()) == key.spec_id]
-    global_scope = key.is_unpartitioned  # whole_table holds here: the scan covered every data file
-    eq_targets: dict[str, set[tuple[str, int]]] = {}
-    for ref, d in equality.items():
-        s_eq = int(d.dataSequenceNumber())
-        for path in (files.data if global_scope else same_spec):
-            if seq[path] < s_eq:
-                eq_targets.setdefault(path, set()).add(ref)
-    # Every position delete in the scan, not only the partition's own: a global conversion gives new files to data
-    # files of other specs' partitions, and those must fold in their own position deletes (one per data file).
-    positional_all = {ref: d for ref, d in files.deletes.items() if delete_kind(d) is not DeleteContent.EQUALITY}
-    partition_of: dict[str, tuple[int, tuple[Any, ...]]] = {}
-
-    def partition_key_of(f: Any) -> tuple[int, tuple[Any, ...]]:
-        spec_id = int(f.specId())
-        return spec_id, J.partition_values(spark, table.specs().get(spec_id), f.partition())
-
-    file_seqs: dict[str, int] = {}
-
-    def file_seq(path: str) -> int:
-        if path not in file_seqs:
-            value = files.data[path].fileSequenceNumber()
-            file_seqs[path] = int(value) if value is not None else -1
-        return file_seqs[path]
-
-    positional_applying: dict[str, set[tuple[str, int]]] = {}
-    for ref, d in positional_all.items():
-        s_pos = int(d.dataSequenceNumber())
-        target = position_delete_target(spark, d)
-        if target is not None:
-            candidates = [target] if target in files.data else []
-        elif ref in positional_in_key:
-            candidates = same_spec
-        else:  # a partition-scoped delete of another spec or partition: compare partitions explicitly
-            where = partition_key_of(d)
-            for path, f in files.data.items():
-                if path not in partition_of:
-                    partition_of[path] = partition_key_of(f)
-            candidates = [p for p in files.data if partition_of[p] == where]
-        # A delete names only files that existed when it was committed (paths are never reused): a file added
-        # later by a rewrite that kept its starting (lower) data sequence number is never one of its targets.
-        committed_at = d.fileSequenceNumber()
-        committed_seq = int(committed_at) if committed_at is not None else s_pos
-        for path in candidates:
-            if seq[path] <= s_pos and file_seq(path) <= committed_seq:
-                positional_applying.setdefault(path, set()).add(ref)
-
-    applied_anywhere = {r for refs in positional_applying.values() for r in refs}
-    dangling = {ref: d for ref, d in positional_in_key.items() if ref not in applied_anywhere}
-    absorbed: dict[tuple[str, int], Any] = {}
-    for ref, d in positional_in_key.items():
-        if ref in dangling:
-            continue
-        targets = [p for p, refs in positional_applying.items() if ref in refs]
-        # Settled (as the planner says): the only position delete of every data file it applies to, none of which
-        # receives converted rows. File-scoped, or partition-scoped alone in its partition.
-        settled = bool(targets) and all(len(positional_applying[t]) == 1 and t not in eq_targets for t in targets)
-        if not settled:
-            absorbed[ref] = d
-    if partition_scoped_output(table) and not key.is_unpartitioned and (equality or absorbed or dangling):
-        # One position-delete file for the whole partition: every position delete of the partition goes into it.
-        for ref, d in positional_in_key.items():
-            if ref not in dangling:
-                absorbed.setdefault(ref, d)
-    rewritten_paths = set(eq_targets)
-    for path, refs in positional_applying.items():
-        if refs & set(absorbed):
-            rewritten_paths.add(path)
-    # A data file that gets a new file must have *all* its position deletes folded into it (one per data file).
-    for path in rewritten_paths:
-        for ref in positional_applying.get(path, ()):
-            absorbed.setdefault(ref, positional_all[ref])
-    # Folding may pull in a partition-scoped file that also names other data files: they need new files as well.
-    changed = True
-    while changed:
-        changed = False
-        for path, refs in positional_applying.items():
-            if path not in rewritten_paths and refs & set(absorbed):
-                rewritten_paths.add(path)
-                for ref in refs:
-                    absorbed.setdefault(ref, positional_all[ref])
-                changed = True
+    """Which delete files to convert or merge and which data files get a new position delete / DV: the files in the
+    core's model (:func:`minor_scope`), decided by :func:`compaction.core.applicability.decide_minor` (the rule the
+    planner applies too, so both decide the same on the same files), mapped back to Iceberg's Java files."""
+    decision = decide_minor(minor_scope(spark, table, key, files, whole_table=whole_table))
     return _Work(
-        equality=equality,
-        eq_targets=eq_targets,
-        positional=absorbed,
-        data_files={p: files.data[p] for p in sorted(rewritten_paths)},
-        dangling=dangling,
+        equality={ref: files.deletes[ref] for ref in decision.equality},
+        eq_targets={path: set(refs) for path, refs in decision.eq_targets.items()},
+        positional={ref: files.deletes[ref] for ref in decision.absorbed},
+        data_files={path: files.data[path] for path in decision.data_files},
+        dangling={ref: files.deletes[ref] for ref in decision.dangling},
     )
 
 
@@ -602,157 +536,6 @@ def union_positions(*parts: dict[str, set[int]]) -> dict[str, list[int]]:
     return {path: sorted(positions) for path, positions in merged.items()}
 
 
-# Writing ---------------------------------------------------------------------------------------------------------
-def _arrow_position_deletes(path: str, positions: list[int]) -> Any:
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    schema = pa.schema([
-        pa.field("file_path", pa.string(), nullable=False,
-                 metadata={b"PARQUET:field_id": str(FILE_PATH_FIELD_ID).encode()}),
-        pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": str(POS_FIELD_ID).encode()}),
-    ])
-    return pa.Table.from_arrays([pa.array([path] * len(positions), pa.string()), pa.array(positions, pa.int64())],
-                                schema=schema)
-
-
-def _pos_delete_metrics(meta: Any, first_path: str, last_path: str, min_pos: int, max_pos: int) -> dict[str, Any]:
-    """Iceberg's metrics of a position-delete file as ``ContentFileParser`` JSON, as ``ParquetUtil.fileMetrics`` with
-    ``MetricsConfig.forPositionDelete`` computes them from the footer (both columns in ``full`` mode: counts,
-    sizes and untruncated bounds); the rows are known here (sorted), so the bounds come from them."""
-    ids = [FILE_PATH_FIELD_ID, POS_FIELD_ID]
-    sizes = [0, 0]
-    counts = [0, 0]
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        for c in range(2):
-            sizes[c] += int(group.column(c).total_compressed_size)
-            counts[c] += int(group.column(c).num_values)
-
-    def string_bound(value: str) -> str:
-        return value.encode("utf-8").hex().upper()
-
-    def long_bound(value: int) -> str:
-        return int(value).to_bytes(8, "little", signed=True).hex().upper()
-
-    return {
-        "column-sizes": {"keys": ids, "values": sizes},
-        "value-counts": {"keys": ids, "values": counts},
-        "null-value-counts": {"keys": ids, "values": [0, 0]},
-        "nan-value-counts": {"keys": [], "values": []},
-        "lower-bounds": {"keys": ids, "values": [string_bound(first_path), long_bound(min_pos)]},
-        "upper-bounds": {"keys": ids, "values": [string_bound(last_path), long_bound(max_pos)]},
-    }
-
-
-def describe_files(spark: Any, table: Any, files: dict[str, Any], into: dict[str, dict[str, Any]]) -> None:
-    """``ContentFileParser`` JSON of data files (spec id, partition, format) into ``into``, one py4j call per file
-    not described yet (asking each attribute separately would cost several)."""
-    import json
-
-    parser = J.jvm(spark).org.apache.iceberg.ContentFileParser
-    specs = table.specs()
-    for path, f in files.items():
-        if path not in into:
-            into[path] = json.loads(str(parser.toJson(f, specs.get(int(f.specId())))))
-
-
-def write_position_delete_files(spark: Any, table: Any, data_files: dict[str, Any], positions: dict[str, list[int]],
-                                described: dict[str, dict[str, Any]] | None = None) -> list[Any]:
-    """v2: new position-delete files for the data files of ``data_files`` (path -> ``DataFile``) that have positions
-    (path -> sorted positions), rows sorted by
-    (file_path, pos) as the spec requires, with Iceberg's metrics: one file per data file (``referenced_data_file``
-    set; Iceberg's default granularity) or, with ``write.delete.granularity=partition``, one per partition.
-
-    Written by pyarrow and handed to Iceberg as ``ContentFileParser`` JSON parsed in bulk: building each
-    ``DeleteFile`` through the Java builder and ``ParquetUtil`` costs dozens of py4j round trips per file, which
-    dominated MINOR on tables with many small data files (bench/minor.py). ``described``: a cache of the data files'
-    ``ContentFileParser`` JSON (filled here)."""
-    import json
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
-    from compaction.spark.equality_deletes import TableFileWriter
-
-    j = J.jvm(spark)
-    targets = {path: f for path, f in data_files.items() if positions.get(path)}
-    if not targets:
-        return []
-    described = {} if described is None else described
-    describe_files(spark, table, targets, described)
-    per_partition_files = partition_scoped_output(table)
-    provider = table.locationProvider()
-    # The default provider puts every file of a partition in one directory: ask once per partition.
-    same_directory = str(provider.getClass().getName()).endswith("DefaultLocationProvider")
-    groups: dict[tuple[int, str, str], list[str]] = {}  # (spec id, partition JSON, data path or "") -> paths
-    for path in sorted(targets):
-        info = described[path]
-        partition = json.dumps(info.get("partition", {}), sort_keys=True)
-        groups.setdefault((int(info["spec-id"]), partition, "" if per_partition_files else path), []).append(path)
-    directories: dict[tuple[int, str], str] = {}
-    writer = TableFileWriter(spark, table)
-    entries = []
-    for (spec_id, partition, _), paths in groups.items():
-        info = described[paths[0]]
-        name = f"icecompact-posdel-{uuid.uuid4()}.parquet"
-        if not same_directory or (spec_id, partition) not in directories:
-            spec = table.specs().get(spec_id)
-            if spec.isPartitioned():
-                location = str(provider.newDataLocation(spec, targets[paths[0]].partition(), name))
-            else:
-                location = str(provider.newDataLocation(name))
-            directories[(spec_id, partition)] = location[: len(location) - len(name)]
-        location = directories[(spec_id, partition)] + name
-        parts = [_arrow_position_deletes(path, positions[path]) for path in paths]  # paths sorted, positions too
-        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        buf = io.BytesIO()
-        pq.write_table(rows, buf)
-        payload = buf.getvalue()
-        writer.write(location, payload)
-        meta = pq.ParquetFile(io.BytesIO(payload)).metadata
-        entry = {
-            "spec-id": spec_id,
-            "content": "POSITION_DELETES",
-            "file-path": location,
-            "file-format": "PARQUET",
-            "partition": info.get("partition", {}),
-            "file-size-in-bytes": len(payload),
-            "record-count": rows.num_rows,
-            **_pos_delete_metrics(meta, paths[0], paths[-1], min(positions[p][0] for p in paths),
-                                  max(positions[p][-1] for p in paths)),
-        }
-        if not per_partition_files:
-            entry["referenced-data-file"] = paths[0]
-        entries.append(entry)
-    nodes = j.org.apache.iceberg.util.JsonUtil.mapper().readTree(json.dumps(entries))
-    parser = j.org.apache.iceberg.ContentFileParser
-    specs = table.specs()
-    return [parser.fromJson(nodes.get(i), specs) for i in range(len(entries))]
-
-
-class _InputFiles:
-    """``Function<DeleteFile, InputFile>`` for Iceberg's delete loader (py4j callback)."""
-
-    def __init__(self, table: Any) -> None:
-        self._table = table
-
-    def apply(self, delete_file: Any) -> Any:
-        return self._table.io().newInputFile(str(delete_file.location()))
-
-    class Java:
-        implements = ["java.util.function.Function"]
-
-
-class _NoPreviousDeletes:
-    """``Function<String, PositionDeleteIndex>`` for ``BaseDVFileWriter``: previous deletes are merged by us."""
-
-    def apply(self, _path: Any) -> Any:
-        return None
-
-    class Java:
-        implements = ["java.util.function.Function"]
-
-
 def previous_deletion_vectors(work: _Work) -> dict[str, list[Any]]:
     """The DVs ``work`` absorbs, by the data file they belong to."""
     by_data: dict[str, list[Any]] = {}
@@ -761,69 +544,6 @@ def previous_deletion_vectors(work: _Work) -> dict[str, list[Any]]:
         if delete_kind(d) is DeleteContent.DELETION_VECTOR and target is not None:
             by_data.setdefault(str(target), []).append(d)
     return by_data
-
-
-def write_deletion_vectors(spark: Any, table: Any, data_files: dict[str, Any], positions: dict[str, list[int]],
-                           previous: dict[str, list[Any]] | None = None) -> list[Any]:
-    """v3: one DV per data file of ``data_files`` (path -> ``DataFile``) holding its ``positions`` merged with its
-    ``previous`` DVs (path -> DVs being replaced), all in one Puffin file, written by Iceberg's
-    ``BaseDVFileWriter``. The new positions are staged in one local Parquet file that Iceberg turns into one index
-    per data file in a single call (``Deletes.toPositionIndexes``); old DVs are read by Iceberg's
-    ``BaseDeleteLoader``."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    j = J.jvm(spark)
-    by_data = previous or {}
-    loader = None
-    if by_data:
-        from pyspark.java_gateway import ensure_callback_server_started
-
-        ensure_callback_server_started(J.gateway(spark))
-        loader = j.org.apache.iceberg.data.BaseDeleteLoader(_InputFiles(table))
-    collections = j.java.util.Collections
-    tmp = tempfile.mkdtemp(prefix="icecompact-minor-")
-    try:
-        staged_indexes = None
-        rows = sorted((p, pos) for p, ps in positions.items() for pos in ps)
-        if rows:
-            staged_path = os.path.join(tmp, "positions.parquet")
-            pq.write_table(pa.Table.from_arrays([pa.array([r[0] for r in rows], pa.string()),
-                                                 pa.array([r[1] for r in rows], pa.int64())],
-                                                schema=_arrow_position_deletes("", []).schema), staged_path)
-            staged = (
-                j.org.apache.iceberg.InternalData.read(j.org.apache.iceberg.FileFormat.PARQUET,
-                                                       j.org.apache.iceberg.Files.localInput(staged_path))
-                .project(j.org.apache.iceberg.io.DeleteSchemaUtil.pathPosSchema()).build()
-            )
-            staged_indexes = j.org.apache.iceberg.deletes.Deletes.toPositionIndexes(staged)  # path -> index
-        factory = (
-            j.org.apache.iceberg.io.OutputFileFactory.builderFor(table, 0, 0)
-            .format(j.org.apache.iceberg.FileFormat.PUFFIN).operationId(f"icecompact-{uuid.uuid4().hex[:12]}").build()
-        )
-        writer = j.org.apache.iceberg.deletes.BaseDVFileWriter(factory, _NoPreviousDeletes())
-        specs: dict[int, Any] = {}
-        for path, data_file in data_files.items():
-            # Each index is a fresh object (the staged map's entries are used once; the loader returns new ones),
-            # so merging into it is safe.
-            index = staged_indexes.get(path) if staged_indexes is not None and positions.get(path) else None
-            for dv in by_data.get(path, []):
-                assert loader is not None
-                old = loader.loadPositionDeletes(collections.singletonList(dv), path)
-                if index is None:
-                    index = old
-                else:
-                    index.merge(old)
-            if index is None or index.isEmpty():
-                continue
-            spec_id = int(data_file.specId())
-            if spec_id not in specs:
-                specs[spec_id] = table.specs().get(spec_id)
-            writer.delete(path, index, specs[spec_id], data_file.partition())
-        writer.close()
-        return list(writer.result().deleteFiles())
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _java_list(spark: Any, items: Iterable[Any]) -> Any:
