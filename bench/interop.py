@@ -23,12 +23,18 @@ equal, else ``wrong`` with the rows missing and extra (``EXCEPT ALL`` both ways)
 ``error``, with its message. Scan times: wall clock, median of ``--repeat``, files warm in the OS cache (the reference
 read runs first).
 
+``--trino``: Trino (``icecompact_testing.trino``) beside Spark instead, on a REST catalog with tables on S3 (a
+throwaway SeaweedFS, which Trino reads through its native S3 file system): one table per format version compacted
+in place (before -> MINOR -> MAJOR); per state Trino's every row is compared with Spark's (pinned snapshot), and both
+engines' full scans are timed side by side (``TRINO_NOTES``).
+
 Usage::
 
     .venv/bin/python bench/interop.py                              # s and m, format v2 and v3
     .venv/bin/python bench/interop.py --sizes s --format-versions 3
+    .venv/bin/python bench/interop.py --trino --sizes s            # Trino vs Spark on S3
 
-Results: ``bench/results/interop.{txt,json}``.
+Results: ``bench/results/interop.{txt,json}``; with ``--trino``: ``bench/results/interop_trino.{txt,json}``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +348,159 @@ def write_results(args: argparse.Namespace, argv: list[str] | None, spark: Any, 
     return text
 
 
+# ------------------------------------------------------------------------------------------------------------
+# --trino: Trino beside Spark, on a REST catalog with tables on S3 (a throwaway SeaweedFS)
+# ------------------------------------------------------------------------------------------------------------
+
+TRINO_CATALOG = "ice"
+TRINO_NOTES = [
+    "tables on a REST catalog + S3 (throwaway SeaweedFS, icecompact.demo.object_store), read by Spark and by a "
+    "single-node Trino (icecompact_testing.trino, 2 GB heap) on the same 2 cores",
+    "one table per format version, compacted in place: before -> our MINOR -> our MAJOR (SeaweedFS's REST catalog "
+    "registers a metadata file without its snapshots, so there are no clones here as in the main run)",
+    "outcome: correct = Trino's rows (every row, every column, pinned to the snapshot by FOR VERSION AS OF) are the "
+    "same multiset as Spark's read of the same snapshot; wrong (-missing/+extra); error = Trino failed the query",
+    "times: spark = count(*) + sum(xxhash64(all columns)) in the JVM (local[2]); trino = count(*) + checksum() of "
+    "every column in Trino (wall clock of the query through its HTTP protocol); median of --repeat; speed-up = "
+    "before / after, each engine against itself, measured side by side in this run",
+]
+
+
+def _trino_scan(trino: Any, identifier: tuple[str, str], columns: list[str], snapshot_id: int) -> tuple[float, Any]:
+    from icecompact_testing import trino as T
+
+    select = "count(*), " + ", ".join(f"checksum({_quote(c)})" for c in columns)
+    t0 = time.perf_counter()
+    result = trino.query(T.table_sql(TRINO_CATALOG, identifier, snapshot_id, select=select))
+    return time.perf_counter() - t0, result.rows[0]
+
+
+def trino_run(spark: Any, catalog_cfg: Any, trino: Any, workdir: Path, size: str, format_version: int, seed: int,
+              repeat: int) -> dict[str, Any]:
+    import major as M
+
+    from icecompact_testing import trino as T
+    from icecompact_testing.bulk import BulkSpec, generate_bulk
+    from icecompact_testing.oracle import spark_rows
+
+    run = SizeRun(spark, catalog_cfg, workdir, size, format_version, seed, repeat, 0.0)
+    name = run.base
+    identifier = (NAMESPACE, name)
+    run.log(f"generating {size} v{format_version} on S3 ...")
+    t0 = time.perf_counter()
+    built = generate_bulk(spark, catalog_cfg, f"{NAMESPACE}.{name}", BulkSpec.named(size, format_version, seed=seed),
+                          replace=True, log=lambda m: run.log(f"  {m}"))
+    out: dict[str, Any] = {"size": size, "format_version": format_version, "build_s": round(time.perf_counter() - t0, 1),
+                           "live_rows": built.live_rows, "states": {}}
+    for state in STATES:
+        if state == "after_minor":
+            out["minor"] = run.compact(name, "minor")
+            run.log(f"our MINOR: {out['minor']}")
+        elif state == "after_major":
+            out["major"] = run.compact(name, "major")
+            run.log(f"our MAJOR: {out['major']}")
+        table = catalog_cfg.load().load_table(identifier)
+        snapshot_id = table.current_snapshot().snapshot_id
+        columns = [f.name for f in table.schema().fields]
+        expected = spark_rows(spark, run.ref(name), snapshot_id)
+        info: dict[str, Any] = {"snapshot_id": snapshot_id, "files": run.files(name), "rows": sum(expected.values())}
+        spark_samples = [M.full_scan(spark, run.ref(name))[0] for _ in range(repeat)]
+        info["spark"] = {"outcome": CORRECT if sum(expected.values()) == built.live_rows else WRONG,
+                         "seconds": round(statistics.median(spark_samples), 3)}
+        try:
+            read = T.read_rows(trino, TRINO_CATALOG, identifier, snapshot_id)
+            trino_info: dict[str, Any] = {"outcome": CORRECT if read.rows == expected else WRONG,
+                                          "fetch_s": round(read.seconds, 2)}
+            if read.rows != expected:
+                got = read.rows or Counter()
+                trino_info.update({"missing_rows": sum((expected - got).values()),
+                                   "extra_rows": sum((got - expected).values())})
+            samples = [_trino_scan(trino, identifier, columns, snapshot_id)[0] for _ in range(repeat)]
+            trino_info["seconds"] = round(statistics.median(samples), 3)
+        except T.TrinoQueryError as exc:
+            trino_info = {"outcome": ERROR, "message": str(exc)[:400]}
+        info["trino"] = trino_info
+        out["states"][state] = info
+        run.log(f"{state:<12} spark {info['spark']['outcome']} {info['spark']['seconds']:.2f}s; trino "
+                f"{trino_info['outcome']} {trino_info.get('seconds', float('nan')):.2f}s")
+    return out
+
+
+def render_trino(r: dict[str, Any]) -> str:
+    lines = [f"interop_trino  {r['created']}  ({r['environment']})", *(["INCOMPLETE: " + r["incomplete"]]
+                                                                       if r.get("incomplete") else [])]
+    for run in r["runs"]:
+        lines += ["", f"== {run['size']} v{run['format_version']}: {run['live_rows']:,} live rows; our MINOR "
+                      f"{run['minor']['seconds']} s, our MAJOR {run['major']['seconds']} s",
+                  f"   {'state':<14} {'files data/eq/pos/dv':>20}   {'spark':<22} {'trino':<22} trino row fetch"]
+        for state in STATES:
+            st = run["states"][state]
+            f = st["files"]
+            files = f"{f['data_files']}/{f['equality_delete_files']}/{f['position_delete_files']}/{f['dvs']}"
+            sp, tr = st["spark"], st["trino"]
+            lines.append(f"   {state:<14} {files:>20}   {sp['outcome'] + ' ' + format(sp['seconds'], '.2f') + 's':<22} "
+                         + f"{tr['outcome'] + (' ' + format(tr['seconds'], '.2f') + 's' if 'seconds' in tr else ''):<22} "
+                         + (f"{tr['fetch_s']:.1f}s" if "fetch_s" in tr else tr.get("message", "")[:100]))
+        for engine in ("spark", "trino"):
+            times = [run["states"][s][engine].get("seconds") for s in STATES]
+            if all(times) and times[1] and times[2]:
+                lines.append(f"   {engine} speed-up: after MINOR {times[0] / times[1]:.2f}x, after MAJOR "
+                             f"{times[0] / times[2]:.2f}x")
+    lines += ["", "notes:", *(f"   {n}" for n in TRINO_NOTES)]
+    return "\n".join(lines) + "\n"
+
+
+def trino_main(args: argparse.Namespace, argv: list[str] | None, sizes: list[str], versions: list[int]) -> int:
+    from compaction.demo.object_store import start_object_store
+    from compaction.spark.session import SparkSettings, build_session
+    from icecompact_testing import trino as T
+
+    workdir = Path(tempfile.mkdtemp(prefix="interop-trino-bench-"))
+    t_start = time.perf_counter()
+    load_start = os.getloadavg()
+    store = start_object_store()
+    trino = None
+    spark = None
+    try:
+        catalog_cfg = store.catalog(CATALOG_NAME)
+        # Trino's JVM starts while Spark starts and generates the first table.
+        trino = T.start_trino({TRINO_CATALOG: T.rest_catalog_properties(store.catalog_properties())}, wait=False)
+        spark = build_session([catalog_cfg], SparkSettings.from_environment(app_name="interop-trino-bench"))
+        runs: list[dict[str, Any]] = []
+        todo = [(size, version) for size in sizes for version in versions]
+        output = args.output if args.output != RESULTS_DIR / "interop" else RESULTS_DIR / "interop_trino"
+        for size, version in todo:
+            runs.append(trino_run(spark, catalog_cfg, trino, workdir, size, version, args.seed, args.repeat))
+            spark.sql(f"DROP TABLE IF EXISTS {CATALOG_NAME}.{NAMESPACE}.base_{size}_v{version}")
+            load_end = os.getloadavg()
+            result = {
+                "benchmark": "interop_trino", "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "argv": argv if argv is not None else sys.argv[1:],
+                "environment": (f"{os.cpu_count()} cores shared, Spark local[2]; Trino {T.TRINO_VERSION} on "
+                                f"{trino.java.name}, heap {T.DEFAULT_HEAP}, started in "
+                                f"{trino.startup_seconds or 0:.0f} s; median of {args.repeat}; load average "
+                                f"{load_start[0]:.1f} at start, {load_end[0]:.1f} now (other work on the machine: "
+                                "absolute times are noisy, the ratios are measured side by side)"),
+                "config": {"sizes": sizes, "format_versions": versions, "repeat": args.repeat, "seed": args.seed},
+                "runs": runs, "wall_s": round(time.perf_counter() - t_start, 1), "notes": TRINO_NOTES,
+                "incomplete": None if len(runs) == len(todo) else
+                "stopped after " + ", ".join(f"{r['size']} v{r['format_version']}" for r in runs),
+            }
+            text = render_trino(result)
+            output.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+            output.with_suffix(".txt").write_text(text)
+        print("\n" + text, flush=True)
+        print(f"wrote {output}.{{txt,json}}")
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        if trino is not None:
+            trino.stop()
+        store.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="s,m", help="comma-separated bulk sizes (default s,m)")
@@ -351,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds before a DuckDB read is interrupted and reported as timeout (default 120)")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "interop", help="result stem")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--trino", action="store_true",
+                    help="Trino beside Spark instead, on a REST catalog + S3 (results: interop_trino.{txt,json})")
     args = ap.parse_args(argv)
     from icecompact_testing.bulk import SIZES
 
@@ -358,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     versions = [int(v) for v in args.format_versions.split(",") if v.strip()]
     if not sizes or any(s not in SIZES for s in sizes) or any(v not in (2, 3) for v in versions) or args.repeat < 1:
         ap.error(f"--sizes must name sizes of {sorted(SIZES)}, --format-versions 2 and/or 3, --repeat >= 1")
+
+    if args.trino:
+        return trino_main(args, argv, sizes, versions)
 
     from compaction.catalog import CatalogConfig
     from compaction.spark.session import SparkSettings, build_session

@@ -56,3 +56,8 @@ fi
 
 # --- official jars of the line (never committed; cached, digests checked) --------------------------------------------
 "$VENV/bin/python" -m compaction.spark.artifacts fetch --all
+
+# --- the Trino server of the interop tests (testing/icecompact_testing/trino.py) -------------------------------------
+# Trino 483 from its official jars on Maven Central (the jar list's digest checked), into ~/.cache/icecompact/trino;
+# it runs on a JDK >= 24 ($ICECOMPACT_TRINO_JAVA_HOME, or the newest under /usr/lib/jvm: Temurin 25 on these machines).
+"$VENV/bin/python" -m icecompact_testing.trino fetch >/dev/null

@@ -171,6 +171,19 @@ def rest_catalog(spark, object_store) -> CatalogConfig:  # type: ignore[no-untyp
     return catalog
 
 
+@pytest.fixture(scope="session")
+def trino(object_store) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """One throwaway Trino server (icecompact_testing.trino) for the session, its Iceberg catalog ``ice`` on the
+    session's REST catalog + S3; started only by the tests that use it (all in tests/objectstore/test_trino.py, so
+    one xdist worker starts it). Its JVM starts in the background: the first query waits for it, so its start-up
+    overlaps the test's own table generation."""
+    from icecompact_testing.trino import rest_catalog_properties, start_trino
+
+    server = start_trino({"ice": rest_catalog_properties(object_store.catalog_properties())}, wait=False)
+    yield server
+    server.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_catalog(request) -> CatalogConfig:  # type: ignore[no-untyped-def]
     return request.getfixturevalue(f"{request.param}_catalog")
