@@ -57,6 +57,21 @@ fi
 # --- official jars of the line (never committed; cached, digests checked) --------------------------------------------
 "$VENV/bin/python" -m compaction.spark.artifacts fetch --all
 
+# --- the Flink upsert writer of the tests (testing/icecompact_testing/flink.py) --------------------------------------
+# PyFlink pins a py4j that PySpark cannot share, so it gets a venv of its own, every package pinned by
+# testing/flink-constraints.txt; its jars (Iceberg's Flink runtime, Hadoop's client) join the Maven cache above.
+FLINK_VENV=${FLINK_VENV:-.venv-flink}
+pyflink_pin=$(PYTHONPATH=testing "$PYTHON" -c 'from icecompact_testing.flink import PYFLINK_PIN; print(PYFLINK_PIN)')
+flink_stamp=$FLINK_VENV/.installed-$( (echo "$pyflink_pin"; cat testing/flink-constraints.txt) | sha256sum | cut -c1-16)
+if [ ! -f "$flink_stamp" ]; then
+  [ -x "$FLINK_VENV/bin/python" ] || "$PYTHON" -m venv "$FLINK_VENV"
+  echo ">> pip install -c testing/flink-constraints.txt $pyflink_pin into $FLINK_VENV"
+  "$FLINK_VENV/bin/pip" install -q --disable-pip-version-check -c testing/flink-constraints.txt "$pyflink_pin"
+  "$FLINK_VENV/bin/pip" check >/dev/null || { "$FLINK_VENV/bin/pip" check; die "pip check failed in $FLINK_VENV"; }
+  rm -f "$FLINK_VENV"/.installed-*; touch "$flink_stamp"
+fi
+"$VENV/bin/python" -m icecompact_testing.flink fetch >/dev/null
+
 # --- the Trino server of the interop tests (testing/icecompact_testing/trino.py) -------------------------------------
 # Trino 483 from its official jars on Maven Central (the jar list's digest checked), into ~/.cache/icecompact/trino;
 # it runs on a JDK >= 24 ($ICECOMPACT_TRINO_JAVA_HOME, or the newest under /usr/lib/jvm: Temurin 25 on these machines).
