@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -521,6 +522,10 @@ def _convert(v: Any, sig: Mapping[str, Any]) -> Any:
         return v
     if raw in _FLOATS:
         f = _SPECIAL_FLOATS[v] if isinstance(v, str) else float(v)
+        if raw == "real":
+            # Trino prints a real in its shortest float32 form (0.1); Spark and Arrow give the float32's exact value
+            # as a double (0.10000000149011612): round-trip through float32 to get that.
+            f = struct.unpack("f", struct.pack("f", f))[0]
         return NAN if math.isnan(f) else f
     if raw == "decimal":
         return decimal.Decimal(v)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import struct
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -123,14 +124,18 @@ def test_trino_is_private_and_keeps_secrets_out_of_argv_and_logs(trino: T.TrinoS
     in neither its command line nor its log; values of every type the workloads use come back normalized."""
     result = trino.query("SELECT CAST(1 AS bigint), 'x', TIMESTAMP '2024-01-02 03:04:05.123456 UTC', "
                          "CAST('1.50' AS decimal(5,2)), nan(), X'0102', ARRAY[1, 2], MAP(ARRAY['a'], ARRAY[1]), "
-                         "CAST(ROW(1, 'y') AS ROW(a integer, b varchar)), DATE '2024-01-02', CAST(NULL AS bigint)")
+                         "CAST(ROW(1, 'y') AS ROW(a integer, b varchar)), DATE '2024-01-02', CAST(NULL AS bigint), "
+                         "REAL '0.1', DOUBLE '0.1', TIMESTAMP '2024-01-02 03:04:05.123456'")
     import decimal
     import math
 
     (row,) = result.rows
     assert row[:4] == (1, "x", dt.datetime(2024, 1, 2, 3, 4, 5, 123456), decimal.Decimal("1.50"))
     assert isinstance(row[4], float) and math.isnan(row[4])
-    assert row[5:] == (b"\x01\x02", (1, 2), frozenset({("a", 1)}), (1, "y"), dt.date(2024, 1, 2), None)
+    assert row[5:11] == (b"\x01\x02", (1, 2), frozenset({("a", 1)}), (1, "y"), dt.date(2024, 1, 2), None)
+    # A real is the float32's exact value, as Spark and Arrow give it (not Trino's shortest print of it, 0.1).
+    assert row[11] == struct.unpack("f", struct.pack("f", 0.1))[0] != 0.1 and row[12] == 0.1
+    assert row[13] == dt.datetime(2024, 1, 2, 3, 4, 5, 123456)  # microseconds kept (PARAMETRIC_DATETIME)
     catalog_file = trino.root / "etc" / "catalog" / f"{CATALOG}.properties"
     assert (catalog_file.stat().st_mode & 0o777) == 0o600
     assert object_store.secret_key in catalog_file.read_text()
