@@ -477,8 +477,7 @@ def trino_main(args: argparse.Namespace, argv: list[str] | None, sizes: list[str
                 "benchmark": "interop_trino", "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                 "argv": argv if argv is not None else sys.argv[1:],
                 "environment": (f"{os.cpu_count()} cores shared, Spark local[2]; Trino {T.TRINO_VERSION} on "
-                                f"{trino.java.name}, heap {T.DEFAULT_HEAP}, started in "
-                                f"{trino.startup_seconds or 0:.0f} s; median of {args.repeat}; load average "
+                                f"{trino.java.name}, heap {T.DEFAULT_HEAP}; median of {args.repeat}; load average "
                                 f"{load_start[0]:.1f} at start, {load_end[0]:.1f} now (other work on the machine: "
                                 "absolute times are noisy, the ratios are measured side by side)"),
                 "config": {"sizes": sizes, "format_versions": versions, "repeat": args.repeat, "seed": args.seed},
