@@ -214,13 +214,14 @@ def java_home() -> Path:
     explicit = os.environ.get(JAVA_HOME_ENV)
     candidates = [Path(explicit)] if explicit else []
     if not explicit:
-        candidates += sorted(Path("/usr/lib/jvm").glob("*"), reverse=True) if Path("/usr/lib/jvm").is_dir() else []
+        # Debian's /usr/lib/jvm has symlinks to the same JDKs beside them: each JDK once.
+        candidates += sorted((p for p in Path("/usr/lib/jvm").glob("*") if not p.is_symlink()), reverse=True)
         if os.environ.get("JAVA_HOME"):
             candidates.append(Path(os.environ["JAVA_HOME"]))
     best: tuple[int, Path] | None = None
     for home in candidates:
         java = home / "bin" / "java"
-        if java.is_file() and not home.is_symlink():
+        if java.is_file():
             major = _java_major(java)
             if major is not None and major >= TRINO_MIN_JAVA and (best is None or major > best[0]):
                 best = (major, home)
@@ -303,7 +304,8 @@ class TrinoServer:
     catalogs: tuple[str, ...]
     process: subprocess.Popen[bytes] | None = None
     java: Path = field(default_factory=Path)
-    #: Seconds from the JVM's start until the server accepted queries (None until :meth:`wait_ready` saw it).
+    #: Seconds from the JVM's start until :meth:`wait_ready` first saw it accept queries (None before): its start-up
+    #: time with ``wait=True``, an upper bound of it with ``wait=False``.
     startup_seconds: float | None = None
     _started_at: float = field(default_factory=time.monotonic)
 
