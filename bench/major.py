@@ -143,24 +143,20 @@ class PhaseTimer:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        from compaction.spark import job, jvm, major, partition_files
+        from compaction.spark import group_reads, job, jvm, major, partition_files, task
 
-        targets = [
-            (job, "run_task", "run_task"),
-            (job, "_run_major_group", "major_group"),
-            (job, "rewrite_partition", "rewrite_action"),
-            (job, "remove_dangling_deletes", "cleanup"),
-            (job, "find_tagged_snapshot", "find_tagged_snapshot"),
+        # A name is wrapped in every module of the job that calls it (each module looks up its own global).
+        job_side = (job, task, group_reads)
+        by_name = [("run_task", "run_task"), ("_run_major_group", "major_group"), ("rewrite_partition", "rewrite_action"),
+                   ("remove_dangling_deletes", "cleanup"), ("find_tagged_snapshot", "find_tagged_snapshot"),
+                   ("scan_partition", "scan_partition"), ("major_compact", "major_compact"), ("validate", "validate"),
+                   ("fingerprint", "fingerprint"), ("snapshot_fingerprints", "snapshot_fingerprints"),
+                   ("_group_rows", "group_rows_setup"), ("touched_partitions", "touched_partitions"),
+                   ("rows_predicate", "rows_predicate")]
+        targets = [(module, name, label) for name, label in by_name for module in job_side if hasattr(module, name)]
+        targets += [
             (jvm, "load_table", "load_table"),
-            (job, "scan_partition", "scan_partition"),
-            (job, "major_compact", "major_compact"),
-            (job, "_validate", "validate"),
-            (job, "fingerprint", "fingerprint"),
-            (job, "snapshot_fingerprints", "snapshot_fingerprints"),
-            (job, "_group_rows", "group_rows_setup"),
-            (job.GroupRows, "_read", "group_base_rows"),
-            (job, "touched_partitions", "touched_partitions"),
-            (job, "rows_predicate", "rows_predicate"),
+            (group_reads.GroupRows, "_read", "group_base_rows"),
             (major, "rewrite_partition", "rewrite_action"),
             (major, "remove_dangling_deletes", "cleanup"),
             (major, "find_dangling_deletes", "find_dangling_deletes"),
@@ -172,9 +168,9 @@ class PhaseTimer:
             (partition_files.PartitionFiles, "refine_position_deletes", "refine_position_deletes"),
         ]
         saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]
-        saved.append((job, "partition_fingerprints_query", job.partition_fingerprints_query))
+        saved.append((group_reads, "partition_fingerprints_query", group_reads.partition_fingerprints_query))
         timer = self
-        build_group_query = job.partition_fingerprints_query
+        build_group_query = group_reads.partition_fingerprints_query
 
         def group_query(*args: Any, **kwargs: Any) -> Any:
             # Built in the calling thread, run in the group's read-ahead thread (recorded under background/).
@@ -185,7 +181,7 @@ class PhaseTimer:
         try:
             for obj, name, label in targets:
                 setattr(obj, name, self.wrap(getattr(obj, name), label))
-            job.partition_fingerprints_query = group_query
+            group_reads.partition_fingerprints_query = group_query  # type: ignore[assignment]
             yield
         finally:
             for obj, name, original in saved:

@@ -620,11 +620,11 @@ MINOR_TARGETS = ("prepare_group", "minor_compact", "commit_changes", "decide_wor
 @contextlib.contextmanager
 def minor_timers(timer: M.PhaseTimer) -> Iterator[None]:
     """The MINOR steps under the same timer (module attributes: looked up when called, so wrapping them is enough)."""
-    from compaction.spark import job, minor
+    from compaction.spark import job, minor, task
 
     saved = [(minor, name, getattr(minor, name)) for name in MINOR_TARGETS]
-    saved += [(job, name, getattr(job, name)) for name in ("_run_minor_group", "minor_compact")
-              if hasattr(job, name)]
+    saved += [(module, name, getattr(module, name)) for module in (job, task)
+              for name in ("_run_minor_group", "minor_compact") if hasattr(module, name)]
     try:
         for module, name, fn in saved:
             setattr(module, name, timer.wrap(fn, f"minor.{name}" if module is minor else name))

@@ -136,6 +136,8 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
     main and no validated outcome (and a group commit's undo, unable to reach the catalog, crashed the job). Now the
     job waits for the catalog and validates what it committed: one partition (run_task) and a group commit."""
     import compaction.spark.job as job
+    from compaction.spark import group_reads
+    from compaction.spark import task as task_module
     from icecompact_testing.postgres import start_cluster
 
     cluster = start_cluster()
@@ -154,7 +156,7 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
                         mode, NOW)
         assert sum(len(g.tasks) for g in the_plan.groups) == partitions
 
-        real_validate = job._validate
+        real_validate = group_reads.validate
         restarts: list[threading.Timer] = []
 
         def validate_during_an_outage(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -165,7 +167,8 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
                 args[1].refresh()  # validation's first read of the catalog (the soak's failed on `refresh`)
             return real_validate(*args, **kwargs)
 
-        monkeypatch.setattr(job, "_validate", validate_during_an_outage)
+        for module in (job, task_module):  # where the job and the partition task call it
+            monkeypatch.setattr(module, "validate", validate_during_an_outage)
         messages: list[str] = []
         results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=messages.append)
                    for g in the_plan.groups]

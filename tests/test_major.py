@@ -69,7 +69,7 @@ def test_major_preserves_rows_on_random_cdc_tables(spark, request, seed: int) ->
 
 def test_major_rolls_back_a_commit_that_fails_validation(spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Layer (c) is not decorative: a checksum mismatch rolls the compaction snapshot back."""
-    from compaction.spark import job
+    from compaction.spark import group_reads
     from compaction.spark.validation import Fingerprint
 
     workload = generate(spark, sqlite_catalog, "cdc.v", WorkloadSpec(seed=5, partitioning="days_ts", commits=2))
@@ -83,8 +83,8 @@ def test_major_rolls_back_a_commit_that_fails_validation(spark, sqlite_catalog: 
     def lying_fingerprints(spark_, ref, requests, level):  # type: ignore[no-untyped-def]
         return [lying_fingerprint(spark_, ref, s, p, level) for s, p in requests]
 
-    monkeypatch.setattr(job, "fingerprint", lying_fingerprint)
-    monkeypatch.setattr(job, "snapshot_fingerprints", lying_fingerprints)
+    monkeypatch.setattr(group_reads, "fingerprint", lying_fingerprint)
+    monkeypatch.setattr(group_reads, "snapshot_fingerprints", lying_fingerprints)
     _, results = _compact_major(spark, sqlite_catalog, "cdc.v", ValidationLevel.COUNT)
     statuses = {p.status for r in results for p in r.partitions}
     assert statuses == {"rolled_back"}
@@ -214,7 +214,8 @@ def test_at_checksum_a_commit_that_only_removes_deletes_is_checked_by_count(spar
     from compaction.core.errors import CommitValidationError
     from compaction.core.model import DeleteContent
     from compaction.core.plan import partition_key_to_dict
-    from compaction.spark import job
+    from compaction.core.results import PartitionResult
+    from compaction.spark import group_reads
     from compaction.spark import jvm as J
     from compaction.spark.partition_files import delete_kind
 
@@ -236,12 +237,12 @@ def test_at_checksum_a_commit_that_only_removes_deletes_is_checked_by_count(spar
     rewrite.commit()
     table.refresh()
     sid = int(table.currentSnapshot().snapshotId())
-    assert job._only_removes_deletes(table, sid)
+    assert group_reads.only_removes_deletes(table, sid)
     key = inspect_table(sqlite_catalog, "cdc.rm").partitions[0].key
-    result = job.PartitionResult(partition_key_to_dict(key), key.label(), "major")
+    result = PartitionResult(partition_key_to_dict(key), key.label(), "major")
     expression = J.jvm(spark).org.apache.iceberg.expressions.Expressions.alwaysTrue()
     with pytest.raises(CommitValidationError, match="rows differ"):
-        job._validate(spark, table, workload.table, sqlite_catalog.name, key, [sid], ValidationLevel.CHECKSUM, None,
+        group_reads.validate(spark, table, workload.table, sqlite_catalog.name, key, [sid], ValidationLevel.CHECKSUM, None,
                       expression, result)
     (check,) = result.validation["checks"]
     assert check["compared"].startswith("rows") and not check["ok"]

@@ -18,7 +18,8 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
-from compaction.spark.job import COMMITTED, FAILED, NO_OP, SKIPPED, run_group
+from compaction.core.results import COMMITTED, FAILED, NO_OP, SKIPPED
+from compaction.spark.job import run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing.oracle import read_table
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows

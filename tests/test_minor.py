@@ -13,6 +13,8 @@ from compaction.core.plan import CompactionKind, CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
+from compaction.spark import group_reads
+from compaction.spark import task as task_module
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing.oracle import read_table
@@ -103,7 +105,7 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
     from compaction.core.plan import partition_key_from_dict
     from compaction.spark import jvm as J
     from compaction.spark.expressions import java_partition_expression
-    from compaction.spark.job import own_counts
+    from compaction.spark.group_reads import own_counts
     from compaction.spark.partition_files import scan_partition
 
     jtable = J.load_table(spark, workload.table)
@@ -351,13 +353,14 @@ def test_a_minor_group_with_nothing_to_merge_runs_no_rewrite_action(  # type: ig
         use_equality_deletes=True, eq_delete_fraction=1.0))
     state = inspect_table(sqlite_catalog, name)
     calls: list[object] = []
-    real = job.rewrite_partition
+    real = job.rewrite_partition  # the job's and the task's own name for Iceberg's rewrite (major.rewrite_partition)
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(kwargs.get("selection"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(job, "rewrite_partition", counted)
+    for module in (job, task_module):
+        monkeypatch.setattr(module, "rewrite_partition", counted)
     overrides = fragment_overrides(state) if fragments else NO_FRAGMENTS
     compaction_plan, results = _compact(spark, sqlite_catalog, name, CompactionMode.MINOR, ValidationLevel.COUNT,
                                         overrides)
@@ -457,7 +460,8 @@ def test_a_group_fragment_merge_refused_by_a_writers_delete_is_planned_again(  #
             raise CommitConflictError("Cannot commit, found new position delete for replaced data file")
         return original(spark_, table, expression, **kwargs)
 
-    monkeypatch.setattr(job_module, "rewrite_partition", refused_once)
+    for module in (job_module, task_module):
+        monkeypatch.setattr(module, "rewrite_partition", refused_once)
     state = inspect_table(sqlite_catalog, "cdc.refused")
     compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
     (group,) = compaction_plan.groups
@@ -486,7 +490,7 @@ def test_a_job_group_reads_no_snapshots_rows_twice(spark, sqlite_catalog: Catalo
         seed=45, partitioning="days_ts", days_span=3, commits=5, rows_per_commit=40, evolve_spec=False,
         use_equality_deletes=True, eq_delete_fraction=0.7))
     reads: list[tuple[int, str]] = []
-    real_one, real_many = job_module.fingerprint, job_module.snapshot_fingerprints
+    real_one, real_many = group_reads.fingerprint, group_reads.snapshot_fingerprints
 
     def one(spark_, ref, snapshot_id, predicate, level):  # type: ignore[no-untyped-def]
         reads.append((int(snapshot_id), str(predicate)))
@@ -496,8 +500,8 @@ def test_a_job_group_reads_no_snapshots_rows_twice(spark, sqlite_catalog: Catalo
         reads.extend((int(sid), str(predicate)) for sid, predicate in requests)
         return real_many(spark_, ref, requests, level)
 
-    monkeypatch.setattr(job_module, "fingerprint", one)
-    monkeypatch.setattr(job_module, "snapshot_fingerprints", many)
+    monkeypatch.setattr(group_reads, "fingerprint", one)
+    monkeypatch.setattr(group_reads, "snapshot_fingerprints", many)
     state = inspect_table(sqlite_catalog, "cdc.once")
     compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, fragment_overrides(state)),
                            CompactionMode.MINOR, NOW)

@@ -21,6 +21,7 @@ from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.spark import major as major_module
 from compaction.spark import job as job_module
+from compaction.spark import task as task_module
 from compaction.spark import minor as minor_module
 from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
@@ -183,7 +184,8 @@ def test_equality_delete_committed_while_minor_merges_fragments_still_applies(  
         rewrites.append(out[0])
         return out
 
-    monkeypatch.setattr(job_module, "rewrite_partition", racing_rewrite)
+    for module in (job_module, task_module):
+        monkeypatch.setattr(module, "rewrite_partition", racing_rewrite)
     minors = _run(spark, postgres_catalog, CompactionMode.MINOR)
     assert all(p.status in (COMMITTED, NO_OP) for p in minors), [(p.label, p.status, p.error) for p in minors]
     assert sum(rewrites) > 0, "no fragment was merged"

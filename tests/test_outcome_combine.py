@@ -21,7 +21,7 @@ from compaction.ops.runner import RunReport, _outcome
 from compaction.spark import job
 from compaction.core.results import PartitionResult, final_line
 from compaction.core.results import combine_rewrite_and_conversion as _combine
-from compaction.spark.job import COMMITTED, FAILED, NO_OP, SKIPPED
+from compaction.core.results import COMMITTED, FAILED, NO_OP, SKIPPED
 from compaction.spark.validation import ValidationLevel
 from icecompact_airflow.health import render_table_page
 

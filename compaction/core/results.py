@@ -25,7 +25,8 @@ from compaction.core.errors import RewriteJobError
 __all__ = [
     "RESULT_FORMAT_VERSION", "PartitionStatus", "OutcomeStatus", "BAD_OUTCOMES", "UNSUPPORTED_PREFIX", "outcome_status",
     "PartitionResult", "GroupResult", "combine_rewrite_and_conversion", "combined_validation", "final_line",
-    "rewrite_decided_reason", "BAD_PARTITION_STATUSES",
+    "rewrite_decided_reason", "BAD_PARTITION_STATUSES", "COMMITTED", "NO_OP", "SKIPPED", "CONFLICT", "FAILED",
+    "ROLLED_BACK", "NEEDS_ATTENTION", "UNSUPPORTED",
 ]
 
 RESULT_FORMAT_VERSION = 1
@@ -61,6 +62,16 @@ class OutcomeStatus(str, enum.Enum):
     ROLLED_BACK = "rolled_back"
     NEEDS_ATTENTION = "needs_attention"
 
+
+# The statuses by name, for the job's code.
+COMMITTED = PartitionStatus.COMMITTED
+NO_OP = PartitionStatus.NO_OP
+SKIPPED = PartitionStatus.SKIPPED
+CONFLICT = PartitionStatus.CONFLICT
+FAILED = PartitionStatus.FAILED
+ROLLED_BACK = PartitionStatus.ROLLED_BACK
+NEEDS_ATTENTION = PartitionStatus.NEEDS_ATTENTION
+UNSUPPORTED = PartitionStatus.UNSUPPORTED
 
 #: Outcomes that make a run not succeed.
 BAD_OUTCOMES = frozenset({OutcomeStatus.CONFLICT, OutcomeStatus.FAILED, OutcomeStatus.ROLLED_BACK,

@@ -32,6 +32,7 @@ from compaction.ledger import Ledger, OutcomeStatus, RunStatus
 from compaction.ops.runner import run_table
 from compaction.spark import jvm as J
 from compaction.spark import job as job_module
+from compaction.spark import group_reads, task as task_module
 from compaction.spark import major as major_module
 from compaction.spark import minor as minor_module
 from compaction.spark import partition_files as partition_files_module
@@ -94,13 +95,13 @@ def test_v2_minor_then_selective_major_on_s3(spark, rest_catalog: CatalogConfig,
     # Validation reads the group's base rows ahead, from the base's metadata file with the table's FileIO (Spark's
     # own metadata-file load goes through Hadoop, which cannot open s3://).
     static_loads: list[str] = []
-    original_static = job_module.static_table_frame
+    original_static = group_reads.static_table_frame
 
     def recorded_static(spark_, table_, metadata_file, snapshot_id):  # type: ignore[no-untyped-def]
         static_loads.append(metadata_file)
         return original_static(spark_, table_, metadata_file, snapshot_id)
 
-    monkeypatch.setattr(job_module, "static_table_frame", recorded_static)
+    monkeypatch.setattr(group_reads, "static_table_frame", recorded_static)
     _, minors = _compact(spark, rest_catalog, "s3v2.t", CompactionMode.MINOR, ValidationLevel.CHECKSUM, overrides)
     assert static_loads and all(m.startswith("s3://") for m in static_loads), static_loads
     assert all(p.kind == "minor" for p in minors)

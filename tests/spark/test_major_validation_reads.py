@@ -21,7 +21,9 @@ from compaction.core.plan import CompactionMode
 from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
-from compaction.spark import job
+from compaction.core.results import ROLLED_BACK
+from compaction.spark import group_reads, job
+from compaction.spark import task as task_module
 from compaction.spark.validation import Fingerprint, ValidationLevel, fingerprint, read_ahead_allowed
 from icecompact_testing.oracle import read_table
 from compaction.demo.workload import WorkloadSpec, generate
@@ -36,7 +38,7 @@ class _Reads:
         self.single: list[tuple[int, str]] = []
         self.batches: list[list[tuple[int, str]]] = []
         self.groups: list[tuple[int, str, list[str], str]] = []  # (snapshot, table ref, predicates, thread)
-        real_single, real_batch, real_group = job.fingerprint, job.snapshot_fingerprints, job.partition_fingerprints_query
+        real_single, real_batch, real_group = group_reads.fingerprint, group_reads.snapshot_fingerprints, group_reads.partition_fingerprints_query
 
         def single(spark_, ref, snapshot_id, predicate, level):  # type: ignore[no-untyped-def]
             self.single.append((int(snapshot_id), str(predicate)))
@@ -56,9 +58,9 @@ class _Reads:
 
             return recorded
 
-        monkeypatch.setattr(job, "fingerprint", single)
-        monkeypatch.setattr(job, "snapshot_fingerprints", batch)
-        monkeypatch.setattr(job, "partition_fingerprints_query", group)
+        monkeypatch.setattr(group_reads, "fingerprint", single)
+        monkeypatch.setattr(group_reads, "snapshot_fingerprints", batch)
+        monkeypatch.setattr(group_reads, "partition_fingerprints_query", group)
 
     def all(self) -> list[tuple[int, str]]:
         return (self.single + [r for b in self.batches for r in b]
@@ -83,7 +85,7 @@ def _direct_before(spark: Any, catalog: CatalogConfig, table_name: str, part: An
 
     identifier = f"{catalog.name}.{table_name}"
     table = J.load_table(spark, identifier)
-    predicate = job.rows_predicate(spark, table, catalog.name, {partition_key_from_dict(part.partition)})
+    predicate = group_reads.rows_predicate(spark, table, catalog.name, {partition_key_from_dict(part.partition)})
     return fingerprint(spark, identifier, part.validation["checks"][0]["parent_id"], predicate, ValidationLevel.COUNT)
 
 
@@ -182,7 +184,8 @@ def test_a_group_action_that_conflicts_falls_back_to_one_partition_at_a_time(spa
             deleted.append(victim)
         return real_rewrite(spark_, table, expression, **kwargs)
 
-    monkeypatch.setattr(job, "rewrite_partition", rewrite_then_conflict)
+    for module in (job, task_module):
+        monkeypatch.setattr(module, "rewrite_partition", rewrite_then_conflict)
     _, parts = _major(spark, catalog, "cdc.c")
     assert len(parts) == 2 and all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     assert all(p.conflicts and p.conflicts[0]["message"].startswith("group commit") for p in parts), [(p.conflicts, p.commit_snapshot_ids, p.attempts) for p in parts]
@@ -211,7 +214,7 @@ def test_a_partition_touched_after_the_group_base_reads_its_own_parent(spark, sq
             from compaction.spark import jvm as J
 
             identifier = f"{catalog.name}.cdc.t"
-            predicate = job.rows_predicate(spark_, J.load_table(spark_, identifier), catalog.name, {task.partition})
+            predicate = group_reads.rows_predicate(spark_, J.load_table(spark_, identifier), catalog.name, {task.partition})
             spark_.table(identifier).where(predicate).limit(1).writeTo(identifier).append()
             appended["snapshot"] = int(J.load_table(spark_, identifier).currentSnapshot().snapshotId())
         return real_run_task(spark_, catalog_name, plan_, task, **kwargs)
@@ -235,15 +238,15 @@ def test_a_group_read_that_disagrees_rolls_the_commit_back(spark, sqlite_catalog
     workload = generate(spark, catalog, "cdc.w", WorkloadSpec(seed=23, partitioning="days_ts", commits=2,
                                                                rows_per_commit=40, days_span=2, evolve_spec=False))
     head = catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
-    real_group = job.partition_fingerprints_query
+    real_group = group_reads.partition_fingerprints_query
 
     def off_by_one(spark_, ref, snapshot_id, predicates, level):  # type: ignore[no-untyped-def]
         run = real_group(spark_, ref, snapshot_id, predicates, level)
         return lambda: [Fingerprint(f.rows + 1, f.checksum) for f in run()]
 
-    monkeypatch.setattr(job, "partition_fingerprints_query", off_by_one)
+    monkeypatch.setattr(group_reads, "partition_fingerprints_query", off_by_one)
     _, parts = _major(spark, catalog, "cdc.w")
-    assert parts and {p.status for p in parts} == {job.ROLLED_BACK}
+    assert parts and {p.status for p in parts} == {ROLLED_BACK}
     assert all(p.error_class == "CommitValidationError" for p in parts)
     table = catalog.load().load_table(workload.identifier)
     assert table.current_snapshot().snapshot_id == head

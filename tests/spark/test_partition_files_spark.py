@@ -194,7 +194,7 @@ def test_fingerprint_cache_reads_each_snapshot_once_and_recovers_from_a_failed_r
 def test_group_and_batched_fingerprints_equal_one_read_per_partition(spark, cdc) -> None:  # type: ignore[no-untyped-def]
     """Validation's batched reads (all partitions of a group at one snapshot; several snapshots in one job) give
     exactly the fingerprints of one read per (snapshot, predicate), at both levels; disjoint partitions add up."""
-    from compaction.spark.job import rows_predicate
+    from compaction.spark.group_reads import rows_predicate
     from compaction.spark.validation import (
         ValidationLevel,
         combine_fingerprints,
