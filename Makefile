@@ -22,6 +22,11 @@ install:
 browser:
 	@SPARK=$(SPARK) VENV=$(VENV) scripts/install.sh --with-browser
 
+# The other engines the suite runs beside ours (a PyFlink venv and its jars, Trino from Maven Central); not the demo's.
+.PHONY: test-rig
+test-rig:
+	@SPARK=$(SPARK) VENV=$(VENV) scripts/install.sh --with-test-rig
+
 # The compaction DAG run for real by `airflow dags test` (Airflow home: $ICECOMPACT_HOME/airflow, default
 # ~/.icecompact/airflow); see README "Airflow". `icecompact demo` is the same without Airflow.
 demo: install
@@ -46,7 +51,7 @@ typecheck: install
 # two cores nearly halve the wall time. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
-test: install browser lint typecheck
+test: install browser test-rig lint typecheck
 	$(PY) -m pytest tests -q $(XDIST) --durations=25
 	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG) JVM_ARCHIVE=0
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up: system packages (only when missing), a venv with pinned deps, the official Iceberg / JDBC jars
 # of its Spark line from Maven Central (pinned, digests checked, cached in ~/.cache/icecompact/maven).
-# Usage: [SPARK=4.1|3.5] [VENV=dir] scripts/install.sh [--with-browser]
+# Usage: [SPARK=4.1|3.5] [VENV=dir] scripts/install.sh [--with-browser] [--with-test-rig]
+#   --with-browser: Debian's chromium (the UI tests); --with-test-rig: the test suite's other engines (a PyFlink venv
+#   and its jars, Trino): `make test` needs them, `make demo` does not.
 #   SPARK picks the Spark line (default 4.1); its venv is .venv for the default line, .venv-spark<line> otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +12,14 @@ PYTHON=${PYTHON:-python3.11}
 SPARK=${SPARK:-4.1}
 if [ "$SPARK" = 4.1 ]; then VENV=${VENV:-.venv}; else VENV=${VENV:-.venv-spark$SPARK}; fi
 WITH_BROWSER=0
-[ "${1:-}" = "--with-browser" ] && WITH_BROWSER=1
+WITH_TEST_RIG=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-browser) WITH_BROWSER=1 ;;
+    --with-test-rig) WITH_TEST_RIG=1 ;;
+    *) echo "error: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 die() { echo "error: $*" >&2; exit 1; }
 
@@ -56,6 +65,8 @@ fi
 
 # --- official jars of the line (never committed; cached, digests checked) --------------------------------------------
 "$VENV/bin/python" -m compaction.spark.artifacts fetch --all
+
+[ "$WITH_TEST_RIG" = 1 ] || exit 0
 
 # --- the Flink upsert writer of the tests (testing/icecompact_testing/flink.py) --------------------------------------
 # PyFlink pins a py4j that PySpark cannot share, so it gets a venv of its own, every package pinned by
