@@ -186,9 +186,12 @@ def test_a_run_whose_waiter_died_is_recorded_from_its_work_items(ledger: Ledger)
     item = ledger.enqueue_work(plan.to_json(), plan_id=plan.plan_id, table_ref="db.t", catalog="c",
                                group_ids=[0, 1], run_id=run_id, now=at(0))
     ledger.claim_work("e1", catalogs=["c"], now=at(1))
-    done = {"status": "succeeded", "partitions": [{"partition": partition_key_to_dict(k0), "kind": "minor",
-                                                   "status": "committed", "commit_snapshot_ids": [5],
-                                                   "validation": {"level": "count", "result": "passed"}}]}
+    from compaction.core.results import GroupResult, PartitionResult
+
+    # What the executor stores for a group: the job's result JSON (compaction.core.results, versioned).
+    done = GroupResult(plan.plan_id, 0, "db.t", partitions=[PartitionResult(
+        partition_key_to_dict(k0), k0.label(), "minor", status="committed", commit_snapshot_ids=[5],
+        validation={"level": "count", "result": "passed"})]).to_dict()
     ledger.complete_work(item.item_id, "e1", {0: done}, now=at(10))  # group 1 never reported
     assert settle_queued_runs(ledger, "db.t", "c", now=at(20)) == []  # within the grace: the waiter may record it
     assert ledger.run(run_id).status is RunStatus.RUNNING

@@ -32,7 +32,9 @@ def check_snapshot(spark: Any, table: Any, table_ref: str, catalog_name: str, sn
     """Check one snapshot; returns ``{snapshot_id, parent_id, plan_id, level, result, detail}`` with result
     ``passed``, ``failed`` (only when undoing was not attempted), ``rolled_back``, ``needs_attention`` or
     ``skipped`` (no longer in the table, or no parent to compare with)."""
-    from compaction.spark.job import ROLLED_BACK, _undo, rows_predicate
+    from compaction.core.results import ROLLED_BACK
+    from compaction.spark.group_reads import rows_predicate
+    from compaction.spark.task import undo
 
     out: dict[str, Any] = {"snapshot_id": int(snapshot_id), "parent_id": None, "plan_id": None,
                            "level": level.value, "result": "skipped", "detail": ""}
@@ -65,7 +67,7 @@ def check_snapshot(spark: Any, table: Any, table_ref: str, catalog_name: str, sn
         out["result"] = "needs_attention"
         out["detail"] += "; not undone: a later snapshot on main is not of its plan"
         return out
-    if _undo(spark, table, chain) != ROLLED_BACK:  # newest first, each only while current (as a job undoes)
+    if undo(spark, table, chain) != ROLLED_BACK:  # newest first, each only while current (as a job undoes)
         out["result"] = "needs_attention"
         out["detail"] += "; undoing stopped: a snapshot of its plan was no longer current"
         return out
