@@ -77,6 +77,9 @@ class SoakConfig:
     path: str = "cron"
     health_poll_s: float = 1.0
     health_min_interval_s: float = 5.0
+    #: How long the run may go on past ``duration_s`` while a fault is still pending: on a slow machine the armed
+    #: job may not reach its rewrite within the run, and a soak whose fault never happened proves nothing.
+    fault_extension_s: float = 300.0
 
     @property
     def dag_id(self) -> str:
@@ -736,9 +739,17 @@ def _fault_loop(config: SoakConfig, token: Path, pending: dict[str, float], repo
                 ) -> None:
     """The faults, each once, at its fraction of the run (the job kill: once the armed job's rewrite runs)."""
     armed_at: float | None = None
-    while time.time() - start < config.duration_s:
+    extended = False
+    while True:
         now = time.time()
         elapsed = now - start
+        if elapsed >= config.duration_s:
+            if not pending or elapsed >= config.duration_s + config.fault_extension_s:
+                break
+            if not extended:
+                extended = True
+                log(f"soak: t={elapsed:.0f}s still pending: {', '.join(sorted(pending))}; the run goes on for up to "
+                    f"{config.fault_extension_s:.0f} s more")
         if "kill_job" in pending and elapsed >= pending["kill_job"] * config.duration_s and armed_at is None:
             token.write_text("")
             armed_at = now
