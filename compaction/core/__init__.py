@@ -3,7 +3,13 @@
 * :mod:`compaction.core.errors` - the exception hierarchy (``CompactionError`` and subclasses).
 * :mod:`compaction.core.model` - immutable value objects describing a table's state.
 * :mod:`compaction.core.policy` - ``CompactionPolicy`` and its ``compaction.*`` table-property keys.
-* :mod:`compaction.core.planner` - per-partition decisions and cost-balanced task planning.
+* :mod:`compaction.core.planner` - per-partition decisions (:mod:`compaction.core.grouping` packs the decided
+  partitions into job groups).
+* :mod:`compaction.core.applicability` - which delete file applies to which data file (the spec's Scan Planning
+  rule), and what a MINOR replaces: shared by the planner and the Spark MINOR.
+* :mod:`compaction.core.results` - partition and group results, their statuses, the versioned result JSON.
+* :mod:`compaction.core.redaction`, :mod:`compaction.core.display`, :mod:`compaction.core.run_options` - secret
+  masking, how values are shown, the run options and their defaults: one home each.
 * :mod:`compaction.core.plan` - the versioned, JSON round-trippable ``CompactionPlan``.
 * :mod:`compaction.core.partition_filter` - partition filters in projected form (parsed and projected by
   :mod:`compaction.metadata.filters`).
