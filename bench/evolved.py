@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 CATALOG_NAME = "bench"
 NAMESPACE = "ns"

@@ -42,8 +42,6 @@ is measured side by side.
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (sys.path, SPARK_LOCAL_IP)
-
 import argparse
 import datetime as _dt
 import json
@@ -60,7 +58,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from _common import RESULTS_DIR, rss_bytes
+from lib.common import RESULTS_DIR, rss_bytes  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 NAMESPACE = "bench"
 GOALS = {"planner_s": 5.0, "ours_over_call": 1.2}

@@ -25,8 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
+from lib.common import RESULTS_DIR, ROOT  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+
 NAMESPACE = "fleet"
 
 
@@ -41,11 +41,10 @@ def _airflow_env(home: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tables", type=int, default=100)
-    ap.add_argument("--out", default=str(RESULTS / "fleet"))
+    ap.add_argument("--out", default=str(RESULTS_DIR / "fleet"))
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="icecompact-fleet-"))
     _airflow_env(work / "airflow")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["ICECOMPACT_HOME"] = str(work / "home")
 
     from compaction.catalog import CatalogConfig
@@ -88,7 +87,7 @@ def main() -> int:
             if executor == "resident":  # the same starting point for both runs
                 for name, snapshot_id in before.items():
                     spark.sql(f"CALL {catalog.name}.system.rollback_to_snapshot('{name}', {snapshot_id})")
-            dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("iceberg_compaction")
+            dag = DagBag(dag_folder=str(ROOT / "dags")).get_dag("iceberg_compaction")
             conf = {"tables": [f"{NAMESPACE}.*"], "catalog": catalog.name, "mode": "minor", "executor": executor,
                     "window": "all"}
             started = time.time()

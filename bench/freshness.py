@@ -15,18 +15,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
+from lib.common import BENCH_DIR, RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 
 def main() -> int:
     args = sys.argv[1:]
-    code = subprocess.call([sys.executable, str(REPO / "bench" / "soak.py"), "--path", "health", *args])
+    code = subprocess.call([sys.executable, str(BENCH_DIR / "soak.py"), "--path", "health", *args])
     if {"-h", "--help"} & set(args) or code not in (0, 1):
         return code  # no new soak ran (help, a usage error: 2) or it crashed: the stored results stay as they are
-    stored = json.loads((RESULTS / "soak_health.json").read_text())
+    stored = json.loads((RESULTS_DIR / "soak_health.json").read_text())
     lines = [f"freshness on the health path ({stored.get('header', '')})", ""]
     out: dict[str, object] = {}
     for key, data in sorted((k, v) for k, v in stored.items() if k != "header"):
@@ -44,8 +42,8 @@ def main() -> int:
             lines.append(f"  slowest: {c['partition']} {c['kind']} crossed at t={c['t'] - data['started']:.0f} s, "
                          f"validated after {c['to_validated_s']} s (committed after {c['to_commit_s']} s)")
         lines.append("")
-    (RESULTS / "freshness.txt").write_text("\n".join(lines) + "\n")
-    (RESULTS / "freshness.json").write_text(json.dumps(out, indent=1, default=str))
+    (RESULTS_DIR / "freshness.txt").write_text("\n".join(lines) + "\n")
+    (RESULTS_DIR / "freshness.json").write_text(json.dumps(out, indent=1, default=str))
     print("\n".join(lines))
     return code
 

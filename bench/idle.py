@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
+from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 
 def tree(pid: int) -> list:  # type: ignore[type-arg]
@@ -35,12 +34,10 @@ def tree(pid: int) -> list:  # type: ignore[type-arg]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=15.0)
-    ap.add_argument("--out", default=str(RESULTS / "idle"))
+    ap.add_argument("--out", default=str(RESULTS_DIR / "idle"))
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="icecompact-idle-"))
     os.environ["ICECOMPACT_HOME"] = str(work / "home")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    sys.path.insert(0, str(REPO))
     import psutil
 
     from compaction.catalog import CatalogConfig

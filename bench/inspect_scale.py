@@ -73,9 +73,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from _common import BENCH_DIR, RESULTS_DIR, ROOT, timing_line  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import BENCH_DIR, RESULTS_DIR, ROOT, timing_line  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
-AGG_SCRIPT = BENCH_DIR / "_spark_files_agg.py"
+AGG_SCRIPT = BENCH_DIR / "lib" / "spark_files_agg.py"
 
 CATALOG_NAME = "bench"
 NAMESPACE = "ns"
@@ -475,7 +475,7 @@ def run_spark_submit(cmd: list[str], out_json: Path, timeout: float) -> tuple[fl
 
 def run_in_session(spark: Any, timeout: float) -> tuple[float, list[Any]]:
     """The files aggregation in this process's SparkSession; its Spark jobs are cancelled after ``timeout``."""
-    from _spark_files_agg import aggregate
+    from lib.spark_files_agg import aggregate
 
     sc = spark.sparkContext
     group = f"inspect-scale-files-agg-{time.monotonic_ns()}"

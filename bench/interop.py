@@ -55,7 +55,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.scans import full_scan  # noqa: E402
 
 CATALOG_NAME = "interop"
 NAMESPACE = "ns"
@@ -201,8 +202,6 @@ class SizeRun:
             con.close()
 
     def judge_state(self, state: str, name: str, fp: Fingerprints, spark_base: tuple[int, str]) -> dict[str, Any]:
-        import major as M  # bench/major.py: full_scan
-
         from icecompact_testing import engines as E
 
         ref_relation, ref_fp = self.reference(name, fp)
@@ -210,7 +209,7 @@ class SizeRun:
         # Spark: its own aggregate, judged against the base's (the reference *is* Spark's read).
         samples, spark_fp = [], None
         for _ in range(self.repeat):
-            elapsed, spark_fp = M.full_scan(self.spark, self.ref(name))
+            elapsed, spark_fp = full_scan(self.spark, self.ref(name))
             samples.append(elapsed)
         result["engines"]["spark"] = {"outcome": CORRECT if spark_fp == spark_base else WRONG,
                                       "seconds": round(statistics.median(samples), 3), "rows": spark_fp[0]}  # type: ignore[index]
@@ -249,8 +248,6 @@ class SizeRun:
         return result
 
     def run(self) -> dict[str, Any]:
-        import major as M
-
         from icecompact_testing.bulk import BulkSpec, generate_bulk
 
         spec = BulkSpec.named(self.size, self.format_version, seed=self.seed)
@@ -260,7 +257,7 @@ class SizeRun:
                               log=lambda m: self.log(f"  {m}"))
         build_s = time.perf_counter() - t0
         metadata_file = self.catalog_cfg.load().load_table(f"{NAMESPACE}.{self.base}").metadata_location
-        _, spark_base = M.full_scan(self.spark, self.ref(self.base))  # also warms the OS cache
+        _, spark_base = full_scan(self.spark, self.ref(self.base))  # also warms the OS cache
         if spark_base[0] != built.live_rows:
             raise BenchmarkError(f"Spark counts {spark_base[0]} rows, the generator's model {built.live_rows}")
         minor_name, major_name = self.clone("minor", metadata_file), self.clone("major", metadata_file)
@@ -377,8 +374,6 @@ def _trino_scan(trino: Any, identifier: tuple[str, str], columns: list[str], sna
 
 def trino_run(spark: Any, catalog_cfg: Any, trino: Any, workdir: Path, size: str, format_version: int, seed: int,
               repeat: int) -> dict[str, Any]:
-    import major as M
-
     from icecompact_testing import trino as T
     from icecompact_testing.bulk import BulkSpec, generate_bulk
     from icecompact_testing.oracle import spark_rows
@@ -404,7 +399,7 @@ def trino_run(spark: Any, catalog_cfg: Any, trino: Any, workdir: Path, size: str
         columns = [f.name for f in table.schema().fields]
         expected = spark_rows(spark, run.ref(name), snapshot_id)
         info: dict[str, Any] = {"snapshot_id": snapshot_id, "files": run.files(name), "rows": sum(expected.values())}
-        spark_samples = [M.full_scan(spark, run.ref(name))[0] for _ in range(repeat)]
+        spark_samples = [full_scan(spark, run.ref(name))[0] for _ in range(repeat)]
         info["spark"] = {"outcome": CORRECT if sum(expected.values()) == built.live_rows else WRONG,
                          "seconds": round(statistics.median(spark_samples), 3)}
         try:

@@ -38,7 +38,9 @@ scan returns the base table's (count, checksum); every partition of ours ends ``
 
 Our runs are instrumented with wall-clock timers wrapped around functions of ``compaction.spark.job``/``major``/
 ``partition_files`` (monkeypatched in this process only; nothing under ``compaction/`` is changed) to show where the
-time goes (per thread: the background read-ahead is shown apart, it overlaps the main thread's phases).
+time goes (per thread: the background read-ahead is shown apart, it overlaps the main thread's phases). The
+contenders, clones, timers and scans are ``bench/lib/`` (``contenders``, ``phases``, ``scans``), shared with
+``bench/scale.py``.
 
 Usage::
 
@@ -54,29 +56,26 @@ recorded).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime as _dt
-import functools
 import gc
 import json
 import os
 import pickle
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from _common import BENCH_DIR, RESULTS_DIR, ROOT, timing_line  # noqa: F401,E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR, summary, timing_line  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import CATALOG_NAME, NAMESPACE, Bench, BenchmarkError, parquet_codec, rotated  # noqa: E402
+from lib.phases import breakdown_of, median_breakdown, median_phases  # noqa: E402
+from lib.scans import full_scan  # noqa: E402
 
-CATALOG_NAME = "bench"
-NAMESPACE = "ns"
 BASE = "base"
 
 GOAL_OVERHEAD = 1.15  # ours(count) / CALL
@@ -85,110 +84,6 @@ GOAL_SCAN_SPEEDUP = 5.0  # scan before / scan after (ours)
 OURS = {"ours_count": "count", "ours_checksum": "checksum", "ours_none": "none"}
 CORE_CONTENDERS = ("ours_count", "ours_checksum", "ours_none", "call", "parquet")
 DIAG_CONTENDERS = ("call_serial", "action_per_partition")
-
-
-class BenchmarkError(RuntimeError):
-    pass
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Phase timers (wrap functions of our Spark job in this process; nested calls give a path like a/b/c)
-# ------------------------------------------------------------------------------------------------------------
-class PhaseTimer:
-    """Wall-clock time per call path. Each thread has its own stack: our job reads the base snapshot's rows in a
-    background thread while Iceberg's rewrite action runs, and those sections are recorded under
-    ``background/...`` (they overlap the main thread's time, so they are not part of its breakdown)."""
-
-    def __init__(self) -> None:
-        self.totals: dict[str, float] = defaultdict(float)
-        self.calls: dict[str, int] = defaultdict(int)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-
-    def _stack(self) -> list[str]:
-        stack = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = [] if threading.current_thread() is threading.main_thread() else ["background"]
-        return stack
-
-    def reset(self) -> None:
-        with self._lock:
-            self.totals.clear()
-            self.calls.clear()
-        self._local = threading.local()
-
-    @contextlib.contextmanager
-    def section(self, label: str) -> Iterator[None]:
-        stack = self._stack()
-        stack.append(label)
-        path = "/".join(stack)
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self.totals[path] += time.perf_counter() - t0
-                self.calls[path] += 1
-            stack.pop()
-
-    def wrap(self, fn: Callable[..., Any], label: str) -> Callable[..., Any]:
-        timer = self
-
-        @functools.wraps(fn)
-        def timed_call(*args: Any, **kwargs: Any) -> Any:
-            with timer.section(label):
-                return fn(*args, **kwargs)
-
-        return timed_call
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        from compaction.spark import group_reads, job, jvm, major, partition_files, task
-
-        # A name is wrapped in every module of the job that calls it (each module looks up its own global).
-        job_side = (job, task, group_reads)
-        by_name = [("run_task", "run_task"), ("_run_major_group", "major_group"), ("rewrite_partition", "rewrite_action"),
-                   ("remove_dangling_deletes", "cleanup"), ("find_tagged_snapshot", "find_tagged_snapshot"),
-                   ("scan_partition", "scan_partition"), ("major_compact", "major_compact"), ("validate", "validate"),
-                   ("fingerprint", "fingerprint"), ("snapshot_fingerprints", "snapshot_fingerprints"),
-                   ("_group_rows", "group_rows_setup"), ("touched_partitions", "touched_partitions"),
-                   ("rows_predicate", "rows_predicate")]
-        targets = [(module, name, label) for name, label in by_name for module in job_side if hasattr(module, name)]
-        targets += [
-            (jvm, "load_table", "load_table"),
-            (group_reads.GroupRows, "_read", "group_base_rows"),
-            (major, "rewrite_partition", "rewrite_action"),
-            (major, "remove_dangling_deletes", "cleanup"),
-            (major, "find_dangling_deletes", "find_dangling_deletes"),
-            (major, "_check_no_older_data_added", "check_no_older_data"),
-            (major, "find_tagged_snapshot", "find_tagged_snapshot"),
-            (major, "scan_partition", "scan_partition"),
-            (partition_files, "_position_delete_targets", "position_delete_targets"),
-            (partition_files, "_read_position_delete_targets", "read_position_delete_targets"),
-            (partition_files.PartitionFiles, "refine_position_deletes", "refine_position_deletes"),
-        ]
-        saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]
-        saved.append((group_reads, "partition_fingerprints_query", group_reads.partition_fingerprints_query))
-        timer = self
-        build_group_query = group_reads.partition_fingerprints_query
-
-        def group_query(*args: Any, **kwargs: Any) -> Any:
-            # Built in the calling thread, run in the group's read-ahead thread (recorded under background/).
-            with timer.section("group_rows_build"):
-                run = build_group_query(*args, **kwargs)
-            return timer.wrap(run, "group_rows_read")
-
-        try:
-            for obj, name, label in targets:
-                setattr(obj, name, self.wrap(getattr(obj, name), label))
-            group_reads.partition_fingerprints_query = group_query  # type: ignore[assignment]
-            yield
-        finally:
-            for obj, name, original in saved:
-                setattr(obj, name, original)
-
-    def snapshot(self) -> dict[str, dict[str, float]]:
-        return {p: {"s": self.totals[p], "calls": self.calls[p]} for p in self.totals}
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -252,176 +147,11 @@ def table_summary(spark: Any, table: str) -> dict[str, Any]:
             "equality_delete_files": e[0], "equality_delete_records": e[1], "equality_delete_bytes": e[2]}
 
 
-def parquet_codec(data_file: str) -> str:
-    """The codec Iceberg actually wrote the data files with (read from a file footer)."""
-    import pyarrow.parquet as pq
-
-    path = data_file[len("file:"):] if data_file.startswith("file:") else data_file
-    while path.startswith("//"):
-        path = path[1:]
-    md = pq.ParquetFile(path).metadata
-    return str(md.row_group(0).column(0).compression).lower()
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Contenders
 # ------------------------------------------------------------------------------------------------------------
-class Bench:
-    def __init__(self, spark: Any, catalog_cfg: Any, workdir: Path, metadata_file: str, expected_rows: Counter,
-                 reference_scan: tuple[int, str], target_file_size: int, data_paths: list[str], codec: str) -> None:
-        self.spark = spark
-        self.catalog_cfg = catalog_cfg
-        self.catalog = catalog_cfg.load()
-        self.workdir = workdir
-        self.metadata_file = metadata_file
-        self.expected_rows = expected_rows
-        self.reference_scan = reference_scan
-        self.target_file_size = target_file_size
-        self.data_paths = data_paths
-        self.codec = codec
-        self.timer = PhaseTimer()
-        self.clones = 0
-        self.run_tag = _dt.datetime.now().strftime("%H%M%S")  # clone names stay unique in a reused --workdir
-
-    # clones ------------------------------------------------------------------------------------------------
-    def clone(self, label: str) -> str:
-        self.clones += 1
-        name = f"{label}_{self.run_tag}_{self.clones}"
-        self.spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
-                       f"metadata_file => '{self.metadata_file}')").collect()
-        return name
-
-    def check_copy(self, contender: str, name: str) -> dict[str, Any]:
-        """The reference reader of the compacted clone must return the base table's rows exactly."""
-        from icecompact_testing.oracle import read_table, rows_diff
-
-        res = read_table(self.catalog.load_table(f"{NAMESPACE}.{name}"))
-        if res.rows != self.expected_rows:
-            raise BenchmarkError(f"{contender}: rows of the compacted copy {name} differ from the base table's:\n"
-                                 + rows_diff(self.expected_rows, res.rows))
-        return {"rows": res.row_count, "data_files": len(res.data_files), "delete_files": len(res.delete_files),
-                "data_files_with_applicable_deletes": len(res.applicable_deletes),
-                "data_files_with_deleted_rows": len(res.deleted_rows_by_data_file),
-                "dangling_delete_files": len(res.dangling_delete_files)}
-
-    # ours --------------------------------------------------------------------------------------------------
-    def run_ours(self, level_name: str, name: str, one_partition: bool = False) -> tuple[float, dict[str, Any]]:
-        from compaction.core.planner import plan
-        from compaction.core.policy import CompactionPolicy
-        from compaction.metadata.inspect import inspect_table
-        from compaction.spark.job import COMMITTED, run_groups
-        from compaction.spark.validation import ValidationLevel
-
-        level = ValidationLevel.parse(level_name)
-        timer = self.timer
-        timer.reset()
-        with timer.installed():
-            t0 = time.perf_counter()
-            with timer.section("inspect"):
-                state = inspect_table(self.catalog_cfg, f"{NAMESPACE}.{name}")
-            first = min((p.key for p in state.partitions), key=lambda k: k.sort_key()) if one_partition else None
-            with timer.section("plan"):
-                the_plan = plan(state, CompactionPolicy.resolve(state.properties), "major",
-                                _dt.datetime.now(_dt.timezone.utc),
-                                partition_filter=(lambda k: k == first) if one_partition else None)
-            with timer.section("run_group"):  # every group at once, as `icecompact run` on one machine
-                results = run_groups(self.spark, the_plan, [g.group_id for g in the_plan.groups], level=level,
-                                     max_retries=3)
-            elapsed = time.perf_counter() - t0
-        parts = [p for r in results for p in r.partitions]
-        bad = [f"{p.label}: {p.status} {p.error or ''}" for p in parts if p.status != COMMITTED]
-        if bad or the_plan.deferred:
-            raise BenchmarkError(f"ours ({level_name}) did not commit every partition: {bad[:5]}; "
-                                 f"deferred {len(the_plan.deferred)}")
-        details = {
-            "partitions": len(parts), "groups": len(the_plan.groups),
-            "rewritten_data_files": sum(p.rewritten_data_files for p in parts),
-            "added_data_files": sum(p.added_data_files for p in parts),
-            "removed_delete_files": sum(p.removed_delete_files for p in parts),
-            "commits": len({sid for p in parts for sid in p.commit_snapshot_ids}),
-            "phases": timer.snapshot(),
-        }
-        return elapsed, details
-
-    # Iceberg ------------------------------------------------------------------------------------------------
-    def call_options(self, serial: bool = False) -> dict[str, str]:
-        opts = {"delete-file-threshold": "1", "remove-dangling-deletes": "true",
-                "use-starting-sequence-number": "true", "target-file-size-bytes": str(self.target_file_size)}
-        if serial:
-            opts["max-concurrent-file-group-rewrites"] = "1"
-        return opts
-
-    def call_sql(self, name: str, serial: bool = False) -> str:
-        options = ", ".join(f"'{k}', '{v}'" for k, v in self.call_options(serial).items())
-        return (f"CALL {CATALOG_NAME}.system.rewrite_data_files(table => '{NAMESPACE}.{name}', "
-                f"options => map({options}))")
-
-    def run_call(self, name: str, serial: bool = False) -> tuple[float, dict[str, Any]]:
-        sql = self.call_sql(name, serial)
-        t0 = time.perf_counter()
-        row = self.spark.sql(sql).collect()[0].asDict()
-        elapsed = time.perf_counter() - t0
-        if int(row.get("failed_data_files_count") or 0):
-            raise BenchmarkError(f"CALL failed for some files: {row}")
-        return elapsed, {"rewritten_data_files": int(row["rewritten_data_files_count"]),
-                         "added_data_files": int(row["added_data_files_count"]),
-                         "removed_delete_files": int(row.get("removed_delete_files_count") or 0),
-                         "rewritten_bytes": int(row.get("rewritten_bytes_count") or 0)}
-
-    def run_action_per_partition(self, name: str) -> tuple[float, dict[str, Any]]:
-        """Iceberg's action once per partition, sequentially, with the CALL's options (no cleanup/validation of
-        ours): isolates the cost of 'one action per partition' from the cost of our own work."""
-        from compaction.core.planner import plan
-        from compaction.core.policy import CompactionPolicy
-        from compaction.metadata.inspect import inspect_table
-        from compaction.spark import jvm as J
-        from compaction.spark.expressions import java_partition_expression
-
-        t0 = time.perf_counter()
-        state = inspect_table(self.catalog_cfg, f"{NAMESPACE}.{name}")
-        the_plan = plan(state, CompactionPolicy.resolve(state.properties), "major", _dt.datetime.now(_dt.timezone.utc))
-        keys: dict[Any, None] = {}
-        for group in the_plan.groups:
-            for task in group.tasks:
-                keys.setdefault(task.partition, None)
-        table = J.load_table(self.spark, f"{CATALOG_NAME}.{NAMESPACE}.{name}")
-        actions = J.jvm(self.spark).org.apache.iceberg.spark.actions.SparkActions.get(self.spark._jsparkSession)
-        totals = Counter()
-        for key in keys:
-            table.refresh()
-            action = actions.rewriteDataFiles(table).filter(java_partition_expression(self.spark, table, key))
-            for k, v in self.call_options().items():
-                action = action.option(k, v)
-            res = action.execute()
-            totals["rewritten_data_files"] += int(res.rewrittenDataFilesCount())
-            totals["added_data_files"] += int(res.addedDataFilesCount())
-            totals["removed_delete_files"] += int(res.removedDeleteFilesCount())
-        elapsed = time.perf_counter() - t0
-        return elapsed, {"partitions": len(keys), **totals}
-
-    def run_parquet(self, out: Path) -> tuple[float, dict[str, Any]]:
-        t0 = time.perf_counter()
-        (self.spark.read.parquet(*self.data_paths).write.mode("overwrite")
-         .option("compression", self.codec).parquet(out.as_uri()))
-        elapsed = time.perf_counter() - t0
-        written = [p for p in out.glob("*.parquet")]
-        details = {"input_files": len(self.data_paths), "output_files": len(written),
-                   "output_bytes": sum(p.stat().st_size for p in written), "codec": self.codec}
-        shutil.rmtree(out, ignore_errors=True)
-        return elapsed, details
-
-    # scans -------------------------------------------------------------------------------------------------
-    def scan(self, name: str) -> tuple[float, tuple[int, str]]:
-        result = full_scan(self.spark, f"{CATALOG_NAME}.{NAMESPACE}.{name}")
-        return result
-
-    def warm_up(self) -> dict[str, float]:
-        """Untimed: the CALL on a throwaway clone, ours(none) on one partition of another (JVM class loading, JIT,
-        first use of every code path), so that this cost does not land on whichever contender runs first."""
-        out = {}
-        out["call"], _ = self.run_call(self.clone("warmup_call"))
-        out["ours_none_one_partition"], _ = self.run_ours("none", self.clone("warmup_ours"), one_partition=True)
-        return out
+class MajorBench(Bench):
+    """The shared contenders (``lib.contenders.Bench``) run by this benchmark's contender names."""
 
     def run_contender(self, contender: str, repeat: int) -> tuple[float, dict[str, Any], str | None]:
         if contender == "parquet":
@@ -441,47 +171,6 @@ class Bench:
             raise ValueError(contender)
         details["after"] = self.check_copy(contender, name)
         return elapsed, details, name
-
-
-def full_scan(spark: Any, table: str) -> tuple[float, tuple[int, str]]:
-    """count(*) and an order-independent checksum over every column: forces reading all columns, applying deletes."""
-    from pyspark.sql import functions as F
-
-    t0 = time.perf_counter()
-    df = spark.table(table)
-    row = df.agg(F.count(F.lit(1)).alias("n"),
-                 F.sum(F.xxhash64(*[F.col(c) for c in df.columns]).cast("decimal(38,0)")).alias("h")).collect()[0]
-    return time.perf_counter() - t0, (int(row["n"]), str(row["h"]))
-
-
-# ------------------------------------------------------------------------------------------------------------
-def summary(samples: list[float]) -> dict[str, Any]:
-    return {"median_s": round(statistics.median(samples), 4), "min_s": round(min(samples), 4),
-            "max_s": round(max(samples), 4), "samples_s": [round(s, 4) for s in samples]}
-
-
-def median_phases(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    paths = sorted({p for r in runs for p in r})
-    out = {}
-    for p in paths:
-        vals = [r.get(p, {"s": 0.0, "calls": 0}) for r in runs]
-        out[p] = {"median_s": round(statistics.median(v["s"] for v in vals), 4),
-                  "calls": int(statistics.median(v["calls"] for v in vals))}
-    return out
-
-
-def phase_self_times(phases: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Exclusive time of each path: inclusive minus the inclusive time of its direct children."""
-    out = {}
-    for p, v in phases.items():
-        children = [c for c in phases if c.startswith(p + "/") and "/" not in c[len(p) + 1:]]
-        out[p] = round(v["median_s"] - sum(phases[c]["median_s"] for c in children), 4)
-    return out
-
-
-def rotated(items: list[str], k: int) -> list[str]:
-    k %= len(items)
-    return items[k:] + items[:k]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -573,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             raise BenchmarkError(f"Spark counts {reference_scan[0]} rows, the reference reader {oracle_base.row_count}")
         print(f"  warm-up scan {t_warm:.1f} s: {reference_scan}", flush=True)
 
-        bench = Bench(spark, catalog_cfg, workdir, metadata_file, expected, reference_scan,
+        bench = MajorBench(spark, catalog_cfg, workdir, metadata_file, expected, reference_scan,
                       policy.target_file_size_bytes, data_paths, codec)
 
         warm: dict[str, float] = {}
@@ -699,56 +388,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-def median_breakdown(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
-
-
-def breakdown_of(phases: dict[str, dict[str, float]], total: float) -> dict[str, float]:
-    """Where one of our runs spends its time (seconds), grouped into the questions of the issue."""
-    def get(path: str) -> float:
-        return phases.get(path, {"s": 0.0})["s"]
-
-    # The group action (one Iceberg action for the job group's MAJOR partitions) and the per-partition path
-    # (a group with one MAJOR partition, or the fallback after a failed group action) are summed.
-    rt, mg = "run_group/run_task", "run_group/major_group"
-
-    def compacting(suffix: str) -> float:
-        return get(f"{rt}/major_compact/{suffix}") + get(f"{mg}/{suffix}")
-
-    def validating(suffix: str) -> float:
-        return get(f"{rt}/validate/{suffix}") + get(f"{mg}/validate/{suffix}")
-
-    validate = get(f"{rt}/validate") + get(f"{mg}/validate") + get(f"{mg}/snapshot_fingerprints")
-    fingerprints = (validating("fingerprint") + validating("snapshot_fingerprints") + validating("group_base_rows")
-                    + get(f"{mg}/snapshot_fingerprints"))
-    before_scan = get(f"{rt}/scan_partition")  # the group's before and after scans are both under compacting()
-    out = {
-        "total": total,
-        "inspect_plan": get("inspect") + get("plan"),
-        "iceberg_rewrite_action": compacting("rewrite_action"),
-        "cleanup_commit": compacting("cleanup"),
-        "cleanup/find_dangling_deletes": compacting("cleanup/find_dangling_deletes"),
-        "cleanup/read_position_delete_targets (Spark job)":
-            compacting("cleanup/find_dangling_deletes/read_position_delete_targets"),
-        "cleanup/check_no_older_data": compacting("cleanup/check_no_older_data"),
-        "validation": validate,
-        "validation/fingerprint_reads": fingerprints,
-        "validation/fingerprint_reads/wait_for_group_base_rows": validating("group_base_rows"),
-        "validation/touched_partitions": validating("touched_partitions"),
-        "group_base_rows_setup (run_group, before the partitions)": get("run_group/group_rows_setup"),
-        "background/group_base_rows_read (overlaps)": get("background/group_rows_read"),
-        "background/other_read_ahead (overlaps)": get("background/fingerprint"),
-        "validation/leftover_scan": validating("scan_partition") + validating("refine_position_deletes"),
-        "file_scans_before_after": before_scan + compacting("scan_partition"),
-        "load_table+find_tagged_snapshot": (get(f"{rt}/load_table") + get(f"{mg}/load_table")
-                                            + compacting("find_tagged_snapshot")),
-    }
-    accounted = sum(v for k, v in out.items() if k not in ("total",) and "/" not in k)
-    out["other (loop, py4j, run_group outside run_task)"] = total - accounted
-    out["run_task_total"] = get(rt) + get(mg)
-    return {k: round(v, 3) for k, v in out.items()}
 
 
 def render(r: dict[str, Any]) -> str:

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import BENCH_DIR, RESULTS_DIR, ROOT  # noqa: F401,E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 CATALOG_NAME = "bench"
 NOW = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)

@@ -40,8 +40,6 @@ Results: ``bench/results/overview.json`` + ``.txt`` (``overview_rest.*`` for RES
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (sys.path, SPARK_LOCAL_IP)
-
 import argparse
 import datetime as _dt
 import json
@@ -58,7 +56,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from _common import RESULTS_DIR
+from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 GOAL_S = 1.0
 #: The Spark child process reads the catalog's properties here (never on argv: a REST catalog's hold secrets).

@@ -12,7 +12,7 @@ Contenders per size (order rotated between sizes; ``--repeat`` repeats them, med
 
 * ``major_none`` / ``major_count`` / ``major_checksum``: our MAJOR in-process (``inspect_table`` + ``plan(major)`` +
   ``run_groups`` of all the job groups at once, as ``icecompact run`` does on one machine) at each validation level, instrumented with the phase timers of
-  ``bench/major.py`` (where the time goes);
+  ``bench/lib/phases.py`` (where the time goes);
 * ``call``: ``CALL system.rewrite_data_files`` with the same target size (delete-file-threshold 1, starting sequence
   number kept, dangling deletes removed);
 * ``parquet``: ``spark.read.parquet(<the data files our MAJOR rewrites>).write.parquet`` with the table's codec: the
@@ -78,7 +78,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -86,12 +85,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from _common import RESULTS_DIR, rss_bytes, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR, rss_bytes, summary, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import CATALOG_NAME, NAMESPACE, Bench, parquet_codec, rotated  # noqa: E402
+from lib.io_stats import stage_io  # noqa: E402
+from lib.phases import PhaseTimer, breakdown_of, median_breakdown, median_phases  # noqa: E402
+from lib.scans import full_scan  # noqa: E402
 
-import major as M  # noqa: E402  (bench/major.py: clones, CALL, plain Parquet, phase timers, scans)
-
-CATALOG_NAME = M.CATALOG_NAME
-NAMESPACE = M.NAMESPACE
 NOW = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
 GB = 1024 ** 3
 MIB = 1024 * 1024
@@ -188,25 +187,6 @@ class MemorySampler:
         self._thread.join()
 
 
-def stage_io(spark: Any, after_stage: int) -> tuple[int, int, int]:
-    """(last stage id, input bytes, output bytes) summed over the stages with an id above ``after_stage``, from
-    Spark's status store (kept with the UI disabled too)."""
-    jvm = spark._jvm
-    # AppStatusStore.stageList(statuses, details, withSummaries, unsortedQuantiles, taskStatus): Scala defaults are
-    # not visible through py4j, so every argument is given.
-    stages = spark._jsc.sc().statusStore().stageList(
-        None, False, False, spark.sparkContext._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
-    last, read, written = after_stage, 0, 0
-    for i in range(int(stages.size())):
-        stage = stages.apply(i)
-        sid = int(stage.stageId())
-        last = max(last, sid)
-        if sid > after_stage:
-            read += int(stage.inputBytes())
-            written += int(stage.outputBytes())
-    return last, read, written
-
-
 # ------------------------------------------------------------------------------------------------------------
 # One size
 # ------------------------------------------------------------------------------------------------------------
@@ -253,7 +233,7 @@ class SizeRun:
             io["s3"] = self.storage.traffic_since(traffic_before)
         return elapsed, out, io
 
-    def ours(self, bench: M.Bench, mode: str, level_name: str, name: str,
+    def ours(self, bench: Bench, mode: str, level_name: str, name: str,
              extra_overrides: dict[str, Any] | None = None) -> tuple[float, dict[str, Any]]:
         """Our compaction of a clone (mode major or minor), phase timers installed."""
         from compaction.core.planner import plan
@@ -327,7 +307,7 @@ class SizeRun:
         build = self.build()
         build["seconds"] = round(time.perf_counter() - t0, 2)
         before = self.files(self.base)
-        t_warm, reference = M.full_scan(self.spark, self.base_ref)
+        t_warm, reference = full_scan(self.spark, self.base_ref)
         if reference[0] != self.expected_live:
             raise BenchmarkError(f"[{self.size}] Spark counts {reference[0]} rows, the generator's model "
                                  f"{self.expected_live}")
@@ -337,7 +317,7 @@ class SizeRun:
         data_paths = sorted({f for g in base_plan.groups for t in g.tasks for f in t.data_files})
         wanted = set(data_paths)
         plan_bytes = sum(f.size_bytes for p in state.partitions for f in p.data_files if f.path in wanted)
-        codec = M.parquet_codec(data_paths[0]) if self.storage.name == "local" else self.s3_codec(data_paths[0])
+        codec = parquet_codec(data_paths[0]) if self.storage.name == "local" else self.s3_codec(data_paths[0])
         print(f"[{self.tag}] base: {before}; plan(major): {len(data_paths)} data files, {plan_bytes / MIB:.0f} MiB; "
               f"warm-up scan {t_warm:.1f} s", flush=True)
         bench = ScaleBench(self.spark, self.catalog_cfg, self.workdir, self.metadata_file, None, reference,  # type: ignore[arg-type]
@@ -359,7 +339,7 @@ class SizeRun:
         details: dict[str, list[dict[str, Any]]] = {c: [] for c in self.contenders}
         clones: dict[str, str] = {}
         for r in range(repeat):
-            for contender in M.rotated(list(self.contenders), order_shift + r):
+            for contender in rotated(list(self.contenders), order_shift + r):
                 if contender == "parquet":
                     out = self.workdir / f"parquet_{self.storage.name}_{self.size}_{r}"
                     elapsed, (_, info), io = self._measure(lambda: bench.run_parquet(out))
@@ -380,7 +360,7 @@ class SizeRun:
                     clones[contender] = name
                     info["after"] = self.files(name)
                     info["committed_bytes"] = self.committed_bytes(bench, name)
-                    scan_t, result = M.full_scan(self.spark, self.ref(name))
+                    scan_t, result = full_scan(self.spark, self.ref(name))
                     if result != reference:
                         raise BenchmarkError(f"[{self.tag}] {contender}: clone {name} reads {result}, base {reference}")
                     if contender in MINOR and info["after"]["equality_delete_files"]:
@@ -400,9 +380,9 @@ class SizeRun:
         if "minor_convert_count" in clones:
             scans.append(("scan_after_convert", clones["minor_convert_count"]))
         for r in range(repeat):
-            for label, name in M.rotated(scans, order_shift + r):  # type: ignore[arg-type]
+            for label, name in rotated(scans, order_shift + r):  # type: ignore[arg-type]
                 traffic_before = self.storage.traffic()
-                elapsed, result = M.full_scan(self.spark, self.ref(name))
+                elapsed, result = full_scan(self.spark, self.ref(name))
                 if label != "scan_floor" and result != reference:
                     raise BenchmarkError(f"[{self.tag}] {label}: {result} != {reference}")
                 samples.setdefault(label, []).append(elapsed)
@@ -412,11 +392,11 @@ class SizeRun:
                     line += f"  S3 {traffic_text(scan_traffic[label])}"
                 print(line, flush=True)
         self.stage = stage_io(self.spark, self.stage)[0]
-        times = {k: M.summary(v) for k, v in samples.items()}
+        times = {k: summary(v) for k, v in samples.items()}
         med = {k: v["median_s"] for k, v in times.items()}
-        breakdown = {c: M.median_breakdown([M.breakdown_of(d["phases"], s)
-                                            for d, s in zip(details[c], samples[c])]) for c in MAJOR}
-        minor_phases = {c: M.median_phases([d["phases"] for d in details[c]]) for c in MINOR if c in details}
+        breakdown = {c: median_breakdown([breakdown_of(d["phases"], s)
+                                          for d, s in zip(details[c], samples[c])]) for c in MAJOR}
+        minor_phases = {c: median_phases([d["phases"] for d in details[c]]) for c in MINOR if c in details}
         return {
             "size": self.size, "storage": self.storage.name, "contenders": list(self.contenders),
             "format_version": self.format_version, "build": build, "table_before": before,
@@ -454,7 +434,7 @@ class SizeRun:
         name = bench.clone("major_big")
         elapsed, (_, info), io = self._measure(
             lambda: self.ours(bench, "major", "none", name, {"target_file_size_bytes": BIG_FILE_TARGET}))
-        _, result = M.full_scan(self.spark, self.ref(name))
+        _, result = full_scan(self.spark, self.ref(name))
         if result != reference:
             raise BenchmarkError(f"[{self.tag}] major_big: clone {name} reads {result}, base {reference}")
         rows = self.spark.sql(f"SELECT file_path, file_size_in_bytes, record_count FROM {self.ref(name)}.files "
@@ -491,9 +471,9 @@ class SizeRun:
         return out
 
 
-class ScaleBench(M.Bench):
-    """bench/major.py's contenders with this run's catalog name and clone method (register on local disk, replay on
-    S3), plus the ``copy`` baseline and an S3 ETag look-up."""
+class ScaleBench(Bench):
+    """The shared contenders (``lib.contenders.Bench``, which bench/major.py runs too) with this run's catalog name
+    and clone method (register on local disk, replay on S3), plus the ``copy`` baseline and an S3 ETag look-up."""
 
     def configure(self, storage: Storage, base_ref: str) -> None:
         self.storage = storage
@@ -618,7 +598,7 @@ MINOR_TARGETS = ("prepare_group", "minor_compact", "commit_changes", "decide_wor
 
 
 @contextlib.contextmanager
-def minor_timers(timer: M.PhaseTimer) -> Iterator[None]:
+def minor_timers(timer: PhaseTimer) -> Iterator[None]:
     """The MINOR steps under the same timer (module attributes: looked up when called, so wrapping them is enough)."""
     from compaction.spark import job, minor, task
 

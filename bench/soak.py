@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results"
+from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 
 def chart(reports: dict[int, dict[str, Any]], path: Path) -> None:
@@ -142,9 +139,8 @@ def main() -> int:
     ap.add_argument("--base-mib", type=float, default=72.0,
                     help="--maintenance: compacted history the table starts with (MiB)")
     args = ap.parse_args()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if args.out is None:
-        args.out = str(RESULTS / ("soak_health" if args.path == "health" else "soak"))
+        args.out = str(RESULTS_DIR / ("soak_health" if args.path == "health" else "soak"))
     if args.maintenance:
         return maintenance_main(args)
 
@@ -197,7 +193,7 @@ def maintenance_main(args: argparse.Namespace) -> int:
     from icecompact_testing.maintenance_soak import MaintenanceSoakConfig, chart as m_chart, evaluate as m_evaluate
     from icecompact_testing.maintenance_soak import render as m_render, run_maintenance_soak
 
-    out = Path(args.out if args.out != str(RESULTS / "soak") else RESULTS / "maintenance_soak")
+    out = Path(args.out if args.out != str(RESULTS_DIR / "soak") else RESULTS_DIR / "maintenance_soak")
     workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-msoak-"))
     texts, data, all_met = [], {}, True
     for version in (int(v) for v in args.formats.split(",")):

@@ -51,8 +51,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-from scale import stage_io  # noqa: E402
+from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.io_stats import stage_io  # noqa: E402
 
 CATALOG_NAME = "sortbench"
 NAMESPACE = "bench"

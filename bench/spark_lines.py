@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = ROOT / "bench" / "results"
+from lib.common import BENCH_DIR, RESULTS_DIR, ROOT  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+
 LINES = {"4.1": ROOT / ".venv", "3.5": ROOT / ".venv-spark3.5"}
 #: Ratios of scale.py compared across lines (name in its "ratios" -> label).
 COMPARED = (
@@ -61,7 +61,7 @@ def run_scale(line: str, size: str, format_version: int, stem: Path) -> dict[str
     if not python.exists():
         raise SystemExit(f"no venv for Spark {line} at {LINES[line]}: run `make install SPARK={line}`")
     env = {k: v for k, v in os.environ.items() if k != "ICECOMPACT_ICEBERG_VERSION"}  # each line's default release
-    cmd = [str(python), str(ROOT / "bench" / "scale.py"), "--sizes", size, "--format-version", str(format_version),
+    cmd = [str(python), str(BENCH_DIR / "scale.py"), "--sizes", size, "--format-version", str(format_version),
            "--output", str(stem)]
     print(f">> Spark {line}: {' '.join(cmd[1:])}", flush=True)
     started = time.perf_counter()

@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.scans import full_scan  # noqa: E402
 
 CATALOG_NAME = "stream"
 NAMESPACE = "ns"
@@ -68,8 +69,6 @@ def compaction_bytes(spark: Any, table_ref: str) -> dict[str, int]:
 
 
 def run_contender(spark: Any, catalog_cfg: Any, name: str, args: argparse.Namespace) -> dict[str, Any]:
-    import major as M  # bench/major.py: full_scan
-
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
     from compaction.metadata.inspect import inspect_table
@@ -106,7 +105,7 @@ def run_contender(spark: Any, catalog_cfg: Any, name: str, args: argparse.Namesp
                           log=lambda m: print(f"[{name}] {m}", flush=True))
     samples, fp = [], None
     for _ in range(args.repeat):
-        elapsed, fp = M.full_scan(spark, ref)
+        elapsed, fp = full_scan(spark, ref)
         samples.append(elapsed)
     assert fp is not None
     if fp[0] != built.live_rows:

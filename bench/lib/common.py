@@ -1,17 +1,21 @@
-"""What every benchmark script shares: where it lives, where results go, and a ready ``sys.path``.
+"""What every benchmark script shares: where it lives, where results go, a ready ``sys.path``, and the small
+measurements and report lines the scripts have in common.
 
-Imported first by each ``bench/*.py`` script (the script's folder is on ``sys.path`` when it runs)."""
+Imported first by each ``bench/*.py`` script (``from lib.common import ...``: the script's folder, ``bench/``, is on
+``sys.path`` when it runs). Importing it puts the repository (``compaction``) and ``bench/`` on ``sys.path`` and
+sets ``SPARK_LOCAL_IP`` unless it is set."""
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-BENCH_DIR = Path(__file__).resolve().parent
+BENCH_DIR = Path(__file__).resolve().parents[1]
 ROOT = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
 for _path in (str(ROOT), str(BENCH_DIR)):
@@ -29,6 +33,12 @@ def rss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    """A contender's seconds over its repeats: median, min, max (rounded) and every sample."""
+    return {"median_s": round(statistics.median(samples), 4), "min_s": round(min(samples), 4),
+            "max_s": round(max(samples), 4), "samples_s": [round(s, 4) for s in samples]}
 
 
 def timing_line(label: str, stats: dict[str, float], width: int) -> str:

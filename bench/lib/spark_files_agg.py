@@ -7,8 +7,9 @@ Used two ways by ``bench/inspect_scale.py``:
 
 * in-session: ``aggregate(spark, "cat.ns.t")`` in an already-running SparkSession;
 * spark-submit: this file is copied into a temp folder and run as the application
-  (``spark-submit ... _spark_files_agg.py <cat.ns.t> <out.json>``); it writes the rows as JSON and prints
-  ``ROWS <n>``. Everything Spark needs (catalog, jars) comes from the spark-submit command line.
+  (``spark-submit ... spark_files_agg.py <cat.ns.t> <out.json>``); it writes the rows as JSON and prints
+  ``ROWS <n>``. Everything Spark needs (catalog, jars) comes from the spark-submit command line, so this file
+  imports nothing of the project (it runs alone).
 
 Rows are normalised to JSON-safe tuples ``(spec_id, [partition values...], content, files, bytes, records)`` with
 partition values in Iceberg's internal representation (``days(ts)`` -> int days since epoch), which is how
