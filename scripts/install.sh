@@ -3,7 +3,7 @@
 # of its Spark line from Maven Central (pinned, digests checked, cached in ~/.cache/icecompact/maven).
 # Usage: [SPARK=4.1|3.5] [VENV=dir] scripts/install.sh [--with-browser] [--with-test-rig]
 #   --with-browser: Debian's chromium (the UI tests); --with-test-rig: the test suite's other engines (a PyFlink venv
-#   and its jars, Trino): `make test` needs them, `make demo` does not.
+#   and its jars, Trino, the Nessie and Iceberg REST catalog servers): `make test` needs them, `make demo` does not.
 #   SPARK picks the Spark line (default 4.1); its venv is .venv for the default line, .venv-spark<line> otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,3 +87,8 @@ fi
 # Trino 483 from its official jars on Maven Central (the jar list's digest checked), into ~/.cache/icecompact/trino;
 # it runs on a JDK >= 24 ($ICECOMPACT_TRINO_JAVA_HOME, or the newest under /usr/lib/jvm: Temurin 25 on these machines).
 "$VENV/bin/python" -m icecompact_testing.trino fetch >/dev/null
+
+# --- the other Iceberg REST catalog servers of the tests (testing/icecompact_testing/catalog_servers.py) ------------
+# Nessie's runner jar and Iceberg's REST reference server (its fixture jars and their runtime) from Maven Central,
+# pinned by digest, into ~/.cache/icecompact/catalog-servers; both run on the default Java 17.
+"$VENV/bin/python" -m icecompact_testing.catalog_servers fetch >/dev/null
