@@ -12,7 +12,6 @@ import time
 from typing import Any, Callable
 
 from compaction.core.errors import (
-    CatalogUnavailableError,
     CommitConflictError,
     CompactionError,
     RewriteJobError,
@@ -30,6 +29,8 @@ from compaction.core.results import (
     combine_rewrite_and_conversion,
     final_line,
 )
+from compaction.core.retry import FailureKind, RetryAction, retry_rule
+from compaction.core.stages import Stage, group_stages, is_selective
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression
 from compaction.spark.group_reads import (
@@ -54,12 +55,12 @@ from compaction.spark.major import (
 )
 from compaction.spark.partition_files import PartitionKeys, scan_partition
 from compaction.spark.task import (
+    classify_failure,
     emit,
     settled_as_stale,
     wait_for_catalog,
     run_task,
     take_outcome,
-    is_selective,
     undo,
     spark_identifier,
 )
@@ -195,9 +196,9 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:
-        err = classify_java_error(e, f"MAJOR of {len(active)} partitions")
+        err, kind = classify_failure(e, f"MAJOR of {len(active)} partitions")
         emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
-        return settled, _group_conflicts(err, [t.partition for t, _, _, _ in active])
+        return settled, _group_conflicts(err, kind, [t.partition for t, _, _, _ in active])
     cleaned = selective is not None  # a selective rewrite leaves the dangling deletes to its conversion step
 
     def settle(fingerprints: FingerprintCache) -> None:
@@ -244,10 +245,10 @@ def _nothing_to_merge(spark: Any, plan: CompactionPlan, table: Any, tasks: list[
         return False
 
 
-def _group_conflicts(err: CompactionError, keys: list[Any]) -> dict[Any, list[dict[str, Any]]]:
-    """A failed group commit, as a conflict of each of its partitions (only a conflict is one: other errors are met
-    again, and reported, by the partition's own attempt)."""
-    if not isinstance(err, CommitConflictError):
+def _group_conflicts(err: CompactionError, kind: FailureKind, keys: list[Any]) -> dict[Any, list[dict[str, Any]]]:
+    """A failed group commit that committed nothing, as a conflict of each of its partitions (only a failure the retry
+    table re-plans is one: other errors are met again, and reported, by the partition's own attempt)."""
+    if retry_rule(kind, committed=False).action is not RetryAction.REPLAN_AND_RETRY:
         return {}
     entry = {"attempt": 0, "error_class": getattr(err, "java_class", type(err).__name__),
              "message": f"group commit: {err}"[:2000]}
@@ -311,11 +312,11 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                                   _any_of(spark, [c.expression for _, c, _ in active]),
                                   base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
     except Exception as e:
-        err = e if isinstance(e, CompactionError) else classify_java_error(e, what)
+        err, kind = classify_failure(e, what)
         if not commits:  # nothing landed: each partition tries on its own
             emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
             return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
-                err, [t.partition for t, _, _ in active])
+                err, kind, [t.partition for t, _, _ in active])
         # Committed, then something failed: never keep it silently.
         _undo_group(spark, table, commits, [r for _, _, r in active], err)
         _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
@@ -367,11 +368,13 @@ def _check_group_commit(spark: Any, table: Any, ref: str, level: ValidationLevel
                     result.reason = f"{result.reason}; {note}" if result.reason else note
             return
         except Exception as e:
-            err = e if isinstance(e, CompactionError) else classify_java_error(e, what)
-            if commits and isinstance(err, CatalogUnavailableError):
+            err, kind = classify_failure(e, what)
+            if commits and retry_rule(kind, committed=True).action is RetryAction.VALIDATE_WHEN_AVAILABLE:
                 unavailable_since = wait_for_catalog(err, unavailable_since, progress)
                 if unavailable_since is not None:
                     continue
+            # Any other failure with the commits on main, or the outage outlasting the wait (the rule's ``then``):
+            # roll back.
             _undo_group(spark, table, commits, results, err)
             return
         finally:
@@ -534,105 +537,148 @@ def _finish_group(result: GroupResult) -> None:
         result.error = "; ".join(f"{p.label}: {p.status}{': ' + p.error if p.error else ''}" for p in bad)[:4000]
 
 
-def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
-               max_retries: int, progress: Callable[[str], None] | None, group_commit: bool,
-               checkpoint: Callable[[list[PartitionResult]], None] | None) -> list[PartitionResult]:
-    """Every task, in order: the MAJOR and selective rewrites together, the MINOR conversions together, then each
-    partition not settled so far on its own (:func:`run_task`). ``checkpoint`` receives what is committed and
-    validated so far whenever that grows."""
-    group = _group_rows(spark, plan, tasks, level)
-    settled: dict[Any, PartitionResult] = {}
-    rewrites: dict[Any, PartitionResult] = {}  # selective tasks whose file rewrite is done and validated
-    reported: list[PartitionResult] = []
+@dataclasses.dataclass
+class _GroupRun:
+    """What the stages of a job group (:func:`compaction.core.stages.group_stages`) share while they run."""
 
-    def save_progress() -> None:
-        if checkpoint is None:
+    spark: Any
+    plan: CompactionPlan
+    tasks: list[CompactionTask]
+    level: ValidationLevel
+    max_retries: int
+    progress: Callable[[str], None] | None
+    group_commit: bool
+    checkpoint: Callable[[list[PartitionResult]], None] | None
+    group: GroupRows | None
+    settled: dict[Any, PartitionResult] = dataclasses.field(default_factory=dict)
+    #: Selective tasks whose file rewrite is done and validated (their conversion is still to run).
+    rewrites: dict[Any, PartitionResult] = dataclasses.field(default_factory=dict)
+    reported: list[PartitionResult] = dataclasses.field(default_factory=list)
+    #: Conflicts of the group commits, by partition: each one an attempt of the partition.
+    conflicts: dict[Any, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    #: The tasks the group conversion works on, and their positions read as a group.
+    pending: list[CompactionTask] = dataclasses.field(default_factory=list)
+    prepared: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    announced: set[Any] = dataclasses.field(default_factory=set)
+
+    def save_progress(self) -> None:
+        if self.checkpoint is None:
             return
-        parts = {p.label: p for p in reported}
-        for key, part in settled.items():
+        parts = {p.label: p for p in self.reported}
+        for key, part in self.settled.items():
             parts.setdefault(key.label(), part)
-        for key, part in rewrites.items():
+        for key, part in self.rewrites.items():
             if key.label() not in parts and part.commit_snapshot_ids:  # a rewrite with nothing to merge is no outcome
                 parts[key.label()] = dataclasses.replace(
                     part, reason="file rewrite committed and validated; the job ended before the rest of the work")
-        checkpoint(list(parts.values()))
+        self.checkpoint(list(parts.values()))
 
-    announced: set[Any] = set()
-
-    def announce_final() -> None:
+    def announce_final(self) -> None:
         """One progress line per partition, printed once, when its outcome is final (see :func:`final_line`): a
         selective partition's file rewrite is not final until its conversion has run."""
-        for key, part in settled.items():
-            if key not in announced:
-                announced.add(key)
-                emit(progress, final_line(part))
+        for key, part in self.settled.items():
+            if key not in self.announced:
+                self.announced.add(key)
+                emit(self.progress, final_line(part))
 
-    try:
-        conflicts: dict[Any, list[dict[str, Any]]] = {}
-        if group_commit:
-            done, seen = _run_major_group(spark, plan, tasks, level=level, progress=progress, group=group)
-            settled.update(done)
-            conflicts.update(seen)
-            for kind in ("minor", "major"):
-                # Not the tasks the full rewrite settled (an unpartitioned spec's full MAJOR covers every MAJOR).
-                candidates = [t for t in tasks if t.partition not in settled]
-                for _ in range(GROUP_REWRITE_ROUNDS_DEFAULT):
-                    done, seen = _run_major_group(spark, plan, candidates, level=level, progress=progress,
-                                                  group=group, selective=kind)
-                    for key, part in done.items():
-                        (rewrites if part.status in (COMMITTED, NO_OP) else settled)[key] = part
-                    _add_conflicts(conflicts, seen)
-                    # A writer's DELETE / MERGE added a position delete or DV to a file the rewrite replaces
-                    # (Iceberg refuses the commit): plan the rewrite again from the new snapshot, as a group.
-                    candidates = [t for t in candidates if t.partition in seen]
-                    if not candidates:
-                        break
-            announce_final()
-            save_progress()
-        pending = [t for t in tasks if t.partition not in settled]
-        if group_commit:
+    def full_rewrite(self) -> None:
+        done, seen = _run_major_group(self.spark, self.plan, self.tasks, level=self.level, progress=self.progress,
+                                      group=self.group)
+        self.settled.update(done)
+        _add_conflicts(self.conflicts, seen)
+
+    def file_rewrite(self, kind: str) -> None:
+        # Not the tasks the full rewrite settled (an unpartitioned spec's full MAJOR covers every MAJOR).
+        candidates = [t for t in self.tasks if t.partition not in self.settled]
+        for _ in range(GROUP_REWRITE_ROUNDS_DEFAULT):
+            done, seen = _run_major_group(self.spark, self.plan, candidates, level=self.level, progress=self.progress,
+                                          group=self.group, selective=kind)
+            for key, part in done.items():
+                (self.rewrites if part.status in (COMMITTED, NO_OP) else self.settled)[key] = part
+            _add_conflicts(self.conflicts, seen)
+            # A writer's DELETE / MERGE added a position delete or DV to a file the rewrite replaces
+            # (Iceberg refuses the commit): plan the rewrite again from the new snapshot, as a group.
+            candidates = [t for t in candidates if t.partition in seen]
+            if not candidates:
+                break
+
+    def report(self) -> None:
+        self.announce_final()
+        self.save_progress()
+
+    def minor_read(self) -> None:
+        self.pending = [t for t in self.tasks if t.partition not in self.settled]
+        if self.group_commit:
             # The group conversion is only the second half of a selective task: a partition whose file rewrite did
             # not run as a group (it conflicted again, or was alone of its kind) does both halves on its own
             # (run_task), or its fragments and delete-heavy files would stay while it is reported compacted.
-            pending = [t for t in pending if not is_selective(t) or t.partition in rewrites]
-        prepared = _prepare_minor_group(spark, plan, pending, progress)
-        for group_round in range(MINOR_GROUP_ROUNDS_DEFAULT if group_commit else 0):
-            done, seen = _run_minor_group(spark, plan, pending, level=level, progress=progress, group=group,
-                                          prepared=prepared)
+            self.pending = [t for t in self.pending if not is_selective(t) or t.partition in self.rewrites]
+        self.prepared = _prepare_minor_group(self.spark, self.plan, self.pending, self.progress)
+
+    def minor_commit(self) -> None:
+        for group_round in range(MINOR_GROUP_ROUNDS_DEFAULT):
+            done, seen = _run_minor_group(self.spark, self.plan, self.pending, level=self.level,
+                                          progress=self.progress, group=self.group, prepared=self.prepared)
             for key, part in done.items():
-                if key in conflicts:  # the group commit of the round before conflicted: this is its retry
-                    part.conflicts = conflicts[key] + part.conflicts
-                    part.attempts += len(conflicts.pop(key))
-            settled.update({k: combine_rewrite_and_conversion(rewrites.get(k), r) for k, r in done.items()})
-            _add_conflicts(conflicts, seen)
-            announce_final()
-            save_progress()
+                if key in self.conflicts:  # the group commit of the round before conflicted: this is its retry
+                    part.conflicts = self.conflicts[key] + part.conflicts
+                    part.attempts += len(self.conflicts.pop(key))
+            self.settled.update({k: combine_rewrite_and_conversion(self.rewrites.get(k), r) for k, r in done.items()})
+            _add_conflicts(self.conflicts, seen)
+            self.report()
             # Left out although the group read covered them: a writer's position delete or DV since that read made
             # their positions stale, or the group commit conflicted before landing. Read them again as a group (one
             # Spark job) rather than one partition at a time.
-            left = [t for t in pending if t.partition not in settled and t.partition in prepared]
+            left = [t for t in self.pending if t.partition not in self.settled and t.partition in self.prepared]
             if group_round + 1 == MINOR_GROUP_ROUNDS_DEFAULT or len(left) < 2:
                 break
-            emit(progress, f"icecompact: MINOR {len(left)} partitions changed since the group read: reading again")
-            pending = left
-            prepared = {**prepared, **_prepare_minor_group(spark, plan, pending, progress)}
-        for task in tasks:
-            if task.partition in settled:
-                reported.append(settled[task.partition])
+            emit(self.progress, f"icecompact: MINOR {len(left)} partitions changed since the group read: reading again")
+            self.pending = left
+            self.prepared = {**self.prepared, **_prepare_minor_group(self.spark, self.plan, self.pending,
+                                                                     self.progress)}
+
+    def each_partition(self) -> None:
+        for task in self.tasks:
+            if task.partition in self.settled:
+                self.reported.append(self.settled[task.partition])
                 continue
-            part = run_task(spark, plan.table.catalog, plan, task, level=level, max_retries=max_retries,
-                            progress=progress, prepared=prepared.get(task.partition), group=group)
-            if task.partition in conflicts:
-                part.conflicts = conflicts[task.partition] + part.conflicts
-                part.attempts += len(conflicts[task.partition])
-            settled[task.partition] = combine_rewrite_and_conversion(rewrites.get(task.partition), part)
-            reported.append(settled[task.partition])
-            announce_final()
-            save_progress()
+            part = run_task(self.spark, self.plan.table.catalog, self.plan, task, level=self.level,
+                            max_retries=self.max_retries, progress=self.progress,
+                            prepared=self.prepared.get(task.partition), group=self.group)
+            if task.partition in self.conflicts:
+                part.conflicts = self.conflicts[task.partition] + part.conflicts
+                part.attempts += len(self.conflicts[task.partition])
+            self.settled[task.partition] = combine_rewrite_and_conversion(self.rewrites.get(task.partition), part)
+            self.reported.append(self.settled[task.partition])
+            self.report()
+
+
+_STAGE_STEPS: dict[Stage, Callable[[_GroupRun], None]] = {
+    Stage.FULL_REWRITE: _GroupRun.full_rewrite,
+    Stage.MINOR_FILE_REWRITE: functools.partial(_GroupRun.file_rewrite, kind="minor"),
+    Stage.MAJOR_FILE_REWRITE: functools.partial(_GroupRun.file_rewrite, kind="major"),
+    Stage.REPORT: _GroupRun.report,
+    Stage.MINOR_READ: _GroupRun.minor_read,
+    Stage.MINOR_COMMIT: _GroupRun.minor_commit,
+    Stage.EACH_PARTITION: _GroupRun.each_partition,
+}
+
+
+def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
+               max_retries: int, progress: Callable[[str], None] | None, group_commit: bool,
+               checkpoint: Callable[[list[PartitionResult]], None] | None) -> list[PartitionResult]:
+    """Every task, stage by stage (:func:`compaction.core.stages.group_stages`): the MAJOR and selective rewrites
+    together, the MINOR conversions together, then each partition not settled so far on its own (:func:`run_task`).
+    ``checkpoint`` receives what is committed and validated so far whenever that grows."""
+    run = _GroupRun(spark, plan, tasks, level, max_retries, progress, group_commit, checkpoint,
+                    group=_group_rows(spark, plan, tasks, level))
+    try:
+        for stage in group_stages(tasks, group_commit=group_commit):
+            _STAGE_STEPS[stage](run)
     finally:
-        if group is not None:
-            group.close()
-    return reported
+        if run.group is not None:
+            run.group.close()
+    return run.reported
 
 
 def error_result(plan_id: str, group_id: int, table: str, error: CompactionError) -> GroupResult:

@@ -1,5 +1,7 @@
 """One partition's compaction as a state machine: re-inspect (the plan may be stale), compact, validate, retry a
-conflict with backoff, wait out a catalog outage, undo what a failed validation left (:func:`run_task`)."""
+conflict with backoff, wait out a catalog outage, undo what a failed validation left (:func:`run_task`). A failure is
+classified here (:func:`classify_failure`, from the Java exception chain); what it leads to is the retry table's
+(compaction.core.retry)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,14 @@ import functools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from compaction.core.errors import (
     CatalogUnavailableError,
     CommitConflictError,
     CommitValidationError,
+    CompactionError,
+    StorageUnavailableError,
     UnsupportedTableError,
 )
 from compaction.core.identifiers import quoted
@@ -21,7 +25,6 @@ from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask,
 from compaction.core.planner import evaluate_partition
 from compaction.core.results import (
     COMMITTED,
-    CONFLICT,
     FAILED,
     NEEDS_ATTENTION,
     NO_OP,
@@ -32,6 +35,14 @@ from compaction.core.results import (
     PartitionResult,
     rewrite_decided_reason,
 )
+from compaction.core.retry import (
+    CATALOG_OUTAGE_WAIT_S,
+    CATALOG_POLL,
+    FailureKind,
+    RetryAction,
+    retry_rule,
+)
+from compaction.core.stages import is_selective
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression
 from compaction.spark.group_reads import (
@@ -51,20 +62,16 @@ from compaction.spark.major import (
     new_tag,
     rewrite_partition,
     selection_for,
-    sleep_backoff,
 )
 from compaction.spark.partition_files import PartitionFiles, PartitionKeys, delete_kind, scan_partition
 from compaction.spark.validation import (
     FingerprintCache,
     ValidationLevel,
     classify_java_error,
+    java_exception_chain,
     read_ahead_allowed,
     rollback_if_current,
 )
-#: How long a partition waits for an unreachable catalog (a database restart, a failover) before it fails; it retries
-#: every CATALOG_RETRY_INTERVAL_S seconds. Only work that has committed nothing is retried.
-CATALOG_OUTAGE_WAIT_S = 120.0
-CATALOG_RETRY_INTERVAL_S = 3.0
 
 
 def emit(progress: Callable[[str], None] | None, message: str) -> None:
@@ -105,7 +112,34 @@ def settled_as_stale(plan: CompactionPlan, task: CompactionTask, before: Any, ba
     return False
 
 
-def wait_for_catalog(err: CatalogUnavailableError, since: float | None,
+def failure_kind(err: CompactionError, chain: Sequence[tuple[str, str]] = ()) -> FailureKind:
+    """The kind of a classified failure (:func:`classify_java_error`), for the retry table (compaction.core.retry).
+    ``chain``: the Java exception chain it was classified from (class name, message), outermost first."""
+    if isinstance(err, CommitValidationError):
+        return FailureKind.VALIDATION_MISMATCH
+    if isinstance(err, CatalogUnavailableError):
+        return FailureKind.CATALOG_UNAVAILABLE
+    if isinstance(err, CommitConflictError):
+        if str(getattr(err, "java_class", "")).endswith(".CommitFailedException"):
+            return FailureKind.COMMIT_FAILED
+        return FailureKind.COMMIT_CONFLICT
+    if isinstance(err, UnsupportedTableError):
+        return FailureKind.UNSUPPORTED_TABLE
+    if isinstance(err, StorageUnavailableError):
+        return FailureKind.STORAGE_UNAVAILABLE
+    # Wrapped or not (a Spark or runtime exception around it): the commit may have landed.
+    if any(cls.endswith(".CommitStateUnknownException") for cls, _ in chain):
+        return FailureKind.COMMIT_STATE_UNKNOWN
+    return FailureKind.OTHER
+
+
+def classify_failure(error: BaseException, what: str) -> tuple[CompactionError, FailureKind]:
+    """``error`` as the platform's error (:func:`classify_java_error`, its message names ``what``) and its kind."""
+    err = classify_java_error(error, what)
+    return err, failure_kind(err, java_exception_chain(error))
+
+
+def wait_for_catalog(err: CompactionError, since: float | None,
                       progress: Callable[[str], None] | None) -> float | None:
     """Sleep one retry interval while the catalog has been unreachable for less than CATALOG_OUTAGE_WAIT_S; returns
     when the outage started, or ``None`` once waiting longer is pointless (the caller fails)."""
@@ -113,11 +147,11 @@ def wait_for_catalog(err: CatalogUnavailableError, since: float | None,
     if time.monotonic() - since >= CATALOG_OUTAGE_WAIT_S:
         return None
     emit(progress, f"icecompact: {err}; waiting for the catalog")
-    time.sleep(CATALOG_RETRY_INTERVAL_S)
+    time.sleep(CATALOG_POLL.delay_s(1))
     return since
 
 
-def validate_after_outage(err: CatalogUnavailableError, since: float | None,
+def validate_after_outage(err: CompactionError, since: float | None,
                            progress: Callable[[str], None] | None, spark: Any, table: Any, ref: str,
                            plan: CompactionPlan, task: CompactionTask, commits: list[int], level: ValidationLevel,
                            base_sequence_number: int | None, expression: Any, result: PartitionResult) -> float | None:
@@ -135,8 +169,8 @@ def validate_after_outage(err: CatalogUnavailableError, since: float | None,
         except CommitValidationError:
             raise
         except Exception as e:  # noqa: BLE001 - still down: wait again; anything else goes to the caller
-            again = classify_java_error(e, f"{task.kind.value.upper()} {task.partition.label()}")
-            if not isinstance(again, CatalogUnavailableError):
+            again, kind = classify_failure(e, f"{task.kind.value.upper()} {task.partition.label()}")
+            if kind is not FailureKind.CATALOG_UNAVAILABLE:
                 raise
             err = again
 
@@ -157,8 +191,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             table = J.load_table(spark, identifier)
             break
         except Exception as e:
-            err = classify_java_error(e, f"cannot load {identifier}")
-            if isinstance(err, CatalogUnavailableError):
+            err, kind = classify_failure(e, f"cannot load {identifier}")
+            if retry_rule(kind, committed=False).action is RetryAction.RETRY_SAME:
                 unavailable_since = wait_for_catalog(err, unavailable_since, progress)
                 if unavailable_since is not None:
                     continue
@@ -198,32 +232,27 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                              attempt, prepared, group), result, commits)
             result.status = COMMITTED if commits or result.kept_snapshot_ids else NO_OP
             break
-        except CommitValidationError as e:
-            result.error, result.error_class, result.exit_code = str(e), type(e).__name__, e.exit_code
-            result.status = undo(spark, table, commits)
-            result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
-            break
-        except Exception as e:  # py4j errors from Iceberg, classified
-            err = classify_java_error(e, f"{task.kind.value.upper()} {key.label()}")
-            if commits and isinstance(err, CatalogUnavailableError):
+        except Exception as e:  # py4j errors from Iceberg and our own, classified; the action is core.retry's
+            err, kind = classify_failure(e, f"{task.kind.value.upper()} {key.label()}")
+            rule = retry_rule(kind, committed=bool(commits))
+            action = rule.action
+            if action is RetryAction.VALIDATE_WHEN_AVAILABLE:
                 # Committed, then the catalog went away (e.g. during validation's reads): the snapshots are on main,
                 # and neither validating nor undoing them can happen until it answers. Validation is read-only, so
                 # wait and validate what was committed (kept when it passes, undone when it fails); the rest of
                 # the attempt (a cleanup, a conversion) is left to the next run, which plans from what is there.
-                # Found by the soak: a PostgreSQL restart between commit and check left an unvalidated snapshot.
                 kept_checks = [c for c in result.validation.get("checks", [])
                                if c.get("snapshot_id") in result.kept_snapshot_ids]
                 try:
                     unavailable_since = validate_after_outage(
                         err, unavailable_since, progress, spark, table, ref, plan, task, commits, level,
                         None if is_selective(task) else int(current.sequenceNumber()), expression, result)
-                except CommitValidationError as failed:
-                    result.error, result.error_class, result.exit_code = str(failed), type(failed).__name__, failed.exit_code
-                    result.status = undo(spark, table, commits)
-                    result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
-                    break
-                except Exception as again:  # noqa: BLE001 - classified below as the original failure would be
-                    err = classify_java_error(again, f"{task.kind.value.upper()} {key.label()}")
+                except Exception as again:  # noqa: BLE001 - a failed check, or the outage outlasting the wait
+                    err, kind = classify_failure(again, f"{task.kind.value.upper()} {key.label()}")
+                    # Either way the commits stay unchecked: the rule once the wait is spent, or the failure's own
+                    # rule with commits on the table (both roll back).
+                    action = (rule.then if kind is FailureKind.CATALOG_UNAVAILABLE
+                              else retry_rule(kind, committed=True).action) or RetryAction.ROLL_BACK
                 else:
                     result.status = COMMITTED
                     result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
@@ -232,30 +261,28 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                     note = "the catalog was unavailable after the commit; validated once it answered"
                     result.reason = f"{result.reason}; {note}" if result.reason else note
                     break
-            if commits:  # committed, then something failed (e.g. our own check): never keep it silently
+            if action is RetryAction.ROLL_BACK:  # never keep an unchecked commit silently
                 result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
                 result.status = undo(spark, table, commits)
                 result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
                 break
-            if isinstance(err, CatalogUnavailableError):
-                # Nothing of ours is committed (checked above): the attempt can start over once the catalog answers.
+            if action is RetryAction.RETRY_SAME:
+                # Nothing of ours is committed: the attempt can start over once the catalog answers.
                 unavailable_since = wait_for_catalog(err, unavailable_since, progress)
                 if unavailable_since is not None:
-                    attempt -= 1  # an outage is not a conflict: it does not use up the retries
+                    if not rule.uses_a_retry:
+                        attempt -= 1
                     continue
-                result.status = FAILED
-            elif isinstance(err, CommitConflictError):
+            elif action is RetryAction.REPLAN_AND_RETRY:
                 result.conflicts.append({"attempt": attempt, "error_class": getattr(err, "java_class", type(err).__name__),
                                          "message": str(err)[:2000]})
                 if attempt <= max_retries:
                     emit(progress, f"icecompact: conflict on {key.label()} (attempt {attempt}), retrying: {err}")
-                    sleep_backoff(attempt)
-                    continue
-                result.status = CONFLICT
-            elif isinstance(err, UnsupportedTableError):
-                result.status, result.reason = UNSUPPORTED, f"{UNSUPPORTED_PREFIX}{err}"
-            else:
-                result.status = FAILED
+                    time.sleep(rule.backoff.delay_s(attempt) if rule.backoff else 0.0)
+                    continue  # the next attempt scans the current snapshot and decides again
+            elif action is RetryAction.SKIP_UNSUPPORTED:
+                result.reason = f"{UNSUPPORTED_PREFIX}{err}"
+            result.status = rule.status or FAILED
             result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
             break
         finally:
@@ -343,12 +370,6 @@ def major_attempt(a: Attempt, result: PartitionResult, commits: list[int]) -> No
     take_outcome(result, commits, outcome)
     validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, a.base_seq, a.expression, result,
               after_files=outcome.after_files, fingerprints=a.fingerprints, group=a.group)
-
-
-def is_selective(task: CompactionTask) -> bool:
-    """A MINOR, or a MAJOR that is not a full rewrite: Iceberg's rewrite of the files the kind selects (fragments;
-    small and delete-heavy segments), then the conversion of the remaining deletes (compaction.spark.minor)."""
-    return task.kind is CompactionKind.MINOR or (task.kind is CompactionKind.MAJOR and not task.full_rewrite)
 
 
 def selective_attempt(a: Attempt, result: PartitionResult, commits: list[int], *, kind: str) -> None:
