@@ -55,6 +55,12 @@ test: install browser test-rig lint typecheck
 	$(PY) -m pytest tests -q $(XDIST) --durations=25
 	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG) JVM_ARCHIVE=0
 
+# The seeded random-shape correctness tests (MINOR, MAJOR) over 40 table shapes instead of make test's 10.
+.PHONY: test-wide
+test-wide: install
+	ICECOMPACT_RANDOM_SHAPES=40 $(PY) -m pytest tests/test_minor.py tests/test_major.py -q $(XDIST) \
+		-k "random_cdc_tables or removes_equality_deletes"
+
 # The pure tier alone (tests marked `unit`: no JVM, no server), in well under a minute; the tiers are in tests/conftest.py.
 .PHONY: test-fast
 test-fast: install

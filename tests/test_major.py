@@ -13,11 +13,12 @@ from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
+from icecompact_testing import random_shape_seeds
 from icecompact_testing.oracle import read_table
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-SEEDS = list(range(100, 120))  # 20 random table shapes
+SEEDS = random_shape_seeds(100)  # random table shapes (icecompact_testing)
 
 
 FULL = {"major_full_rewrite": True}  # the classic MAJOR: every file a delete applies to is rewritten

@@ -17,12 +17,13 @@ from compaction.spark import group_reads
 from compaction.spark import task as task_module
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
+from icecompact_testing import random_shape_seeds
 from icecompact_testing.oracle import read_table
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 # 20 random shapes that all have equality deletes (the generator's random specs sometimes turn them off).
-SEEDS = list(range(300, 320))
+SEEDS = random_shape_seeds(300)  # random table shapes (icecompact_testing)
 
 
 def assert_deletes_settled(after, outcomes) -> None:  # type: ignore[no-untyped-def]
