@@ -59,7 +59,9 @@ def to_internal(value: Any) -> PartitionScalar:
 
 def load_table(catalog: CatalogConfig, table_name: str) -> tuple[TableIdentity, Table]:
     identity = parse_table_identifier(table_name, catalog.name)
-    pyiceberg_catalog = catalog.load()
+    # Opening a REST catalog asks for an OAuth token and the catalog's config: a reset connection there is retried
+    # as the table's load is (a CatalogError wrapping a transient error is transient).
+    pyiceberg_catalog = with_storage_retries(catalog.load, what=f"open catalog {catalog.name!r}")
     try:
         from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
     except ImportError:  # pragma: no cover

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
-from compaction.core.errors import CompactionError, StorageUnavailableError
+from compaction.core.errors import CatalogError, CompactionError, StorageUnavailableError
 from compaction.core.redaction import redact_text
 
 T = TypeVar("T")
@@ -45,8 +45,12 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 def is_transient_storage_error(error: BaseException) -> bool:
     """Whether ``error`` is a transient failure of the store, worth a retry: an ``OSError`` (pyarrow's, or one a
-    library wrapped) whose text names a transient S3 / network condition, or a connection error / timeout."""
+    library wrapped) whose text names a transient S3 / network condition, or a connection error / timeout. A
+    :class:`CatalogError` is transient when what it wraps is (a REST catalog whose OAuth token or config request
+    had its connection reset while the catalog was opened, :meth:`compaction.catalog.CatalogConfig.load`)."""
     if isinstance(error, CompactionError):
+        if isinstance(error, CatalogError) and error.__cause__ is not None:
+            return is_transient_storage_error(error.__cause__)
         return False
     chain = _chain(error)
     if not any(isinstance(e, OSError) for e in chain):
@@ -75,7 +79,7 @@ def with_storage_retries(read: Callable[[], T], *, what: str, attempts: int = ST
             reason = redact_text(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             if attempt == attempts:
                 raise StorageUnavailableError(
-                    f"{what}: the object store failed {attempts} times in a row with a transient error ({reason}); "
+                    f"{what}: the object store or catalog failed {attempts} times in a row with a transient error ({reason}); "
                     "nothing was changed - run again") from e
             if progress is not None:
                 progress(f"{what}: transient storage error ({reason}); retry {attempt}/{attempts - 1} in {delay:.1f} s")

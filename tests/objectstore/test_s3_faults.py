@@ -81,10 +81,11 @@ def test_inspection_survives_connection_resets_of_a_seeded_schedule(proxy, objec
         resets = sum(f.count for f in schedule.faults)
         proxy.install(schedule)
         catalog_proxy.reset_next(1, path=rf"/tables/{table_name.split('.')[1]}$")
+        catalog_proxy.reset_next(1, method="POST", path=r"/oauth/tokens$")  # opening the catalog
         lines: list[str] = []
         identity, table = load_table(catalog, table_name)
         state = table_state(table, identity, progress=lines.append)
-        assert catalog_proxy.by_kind["reset"] == 1
+        assert catalog_proxy.by_kind["reset"] == 2
         assert proxy.by_kind["reset"] == resets and proxy.pending() == 0, (proxy.log, lines)
         assert all("transient storage error" in line for line in lines), lines
         assert state == baseline
