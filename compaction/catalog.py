@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
@@ -200,7 +201,7 @@ class CatalogConfig:
         prefix = f"spark.sql.catalog.{self.name}"
         fresh_metadata = {f"{prefix}.cache-enabled": "false"}
         if not self.is_sql:
-            return {f"{prefix}.{k}": v for k, v in self._java_properties().items() if k not in SECRET_KEYS} | {
+            return {f"{prefix}.{k}": v for k, v in self._spark_properties().items() if not _java_secret(k)} | {
                 prefix: SPARK_CATALOG_CLASS} | fresh_metadata
         jdbc_url, user, _ = self._jdbc()
         conf = {
@@ -221,7 +222,7 @@ class CatalogConfig:
         """Only the secret part of the Spark conf (ship it in a 0600 properties file, never in argv)."""
         prefix = f"spark.sql.catalog.{self.name}"
         if not self.is_sql:
-            return {f"{prefix}.{k}": v for k, v in self._java_properties().items() if k in SECRET_KEYS}
+            return {f"{prefix}.{k}": v for k, v in self._spark_properties().items() if _java_secret(k)}
         _, _, password = self._jdbc()
         return {f"{prefix}.jdbc.password": password} if password else {}
 
@@ -245,6 +246,35 @@ class CatalogConfig:
         return any(k.startswith("s3.") for k in self.properties) or self.properties.get("warehouse", "").startswith(
             ("s3://", "s3a://"))
 
+    # REST servers that differ ------------------------------------------------------------------------------
+    def ask_rest_server(self) -> RestServer | None:
+        """What this catalog's REST server is, from its config answer (``GET /v1/config``, defaults and overrides
+        merged as clients merge them), read through pyiceberg so that the catalog's auth applies; remembered for the
+        process (per catalog definition), so that :meth:`spark_conf` and :meth:`spark_secret_conf` follow what that
+        server needs (:meth:`_spark_properties`). ``None`` for a catalog that is not REST or a server that does not
+        answer. Host side only: the session builder and the spark-submit conf (compaction.spark.session) call it."""
+        if self.catalog_type != REST_CATALOG:
+            return None
+        key = self._server_key()
+        if key not in _REST_SERVERS:
+            try:
+                answer = {str(k): str(v) for k, v in self.load().properties.items()}
+            except (CatalogError, ConfigError):
+                return None
+            _REST_SERVERS[key] = RestServer.from_config(answer)
+        return _REST_SERVERS[key]
+
+    def _server_key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return self.name, tuple(sorted((str(k), str(v)) for k, v in self.properties.items()))
+
+    def _spark_properties(self) -> dict[str, str]:
+        """:meth:`_java_properties`; on a Nessie server, its own API for Spark (:func:`_nessie_spark_properties`)."""
+        props = self._java_properties()
+        server = _REST_SERVERS.get(self._server_key()) if self.catalog_type == REST_CATALOG else None
+        if server is not None and server.kind == NESSIE_SERVER:
+            return _nessie_spark_properties(self.name, props, server.config)
+        return props
+
     def redacted_uri(self) -> str:
         return redact_url_credentials(self.properties.get("uri", ""))
 
@@ -256,3 +286,75 @@ def _redact(text: str, properties: Mapping[str, str]) -> str:
     """``text`` with every secret value of ``properties`` masked (and whatever else looks like a password)."""
     known = [part for key in SECRET_KEYS if properties.get(key) for part in known_secret_parts(properties[key])]
     return redact_text(text, known)
+
+# REST servers that differ (docs/catalogs.md, "Tested catalog servers") -----------------------------------------------
+#: Nessie's config answer carries this override: the server is Nessie (its IcebergConfigurer).
+NESSIE_MARKER = "nessie.is-nessie-catalog"
+NESSIE_SERVER = "nessie"
+NESSIE_CATALOG_IMPL = "org.apache.iceberg.nessie.NessieCatalog"
+#: Secret keys of the Java side that have no pyiceberg counterpart (Nessie's own client's auth).
+JAVA_SECRET_KEYS = frozenset({"authentication.token", "authentication.oauth2.client-secret"})
+#: REST client keys that mean nothing to Nessie's own client.
+_REST_ONLY = frozenset({"type", "uri", "warehouse", "prefix", "credential", "token", "scope", "oauth2-server-uri",
+                        "rest.auth.type"})
+
+
+#: Servers asked (:meth:`CatalogConfig.ask_rest_server`), by catalog definition.
+_REST_SERVERS: dict[tuple[str, tuple[tuple[str, str], ...]], RestServer] = {}
+
+
+def _java_secret(key: str) -> bool:
+    return key in SECRET_KEYS or key in JAVA_SECRET_KEYS
+
+
+@dataclass(frozen=True)
+class RestServer:
+    """What a REST catalog's server said of itself: its kind (``nessie``, or ``""`` for any other) and its config
+    answer."""
+
+    kind: str
+    config: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, answer: Mapping[str, str]) -> RestServer:
+        nessie = str(answer.get(NESSIE_MARKER, "")).strip().lower() == "true"
+        return cls(NESSIE_SERVER if nessie else "", dict(answer))
+
+
+def _nessie_spark_properties(name: str, props: Mapping[str, str], answer: Mapping[str, str]) -> dict[str, str]:
+    """Spark's catalog on a Nessie server: Iceberg's ``NessieCatalog`` on Nessie's own API (``<core-base-uri>v2``),
+    the branch and warehouse location Nessie's config answer names, the FileIO keys as for REST.
+
+    Why not its Iceberg REST API: Nessie renders every table's metadata from its own model, and that model keeps the
+    *current snapshot only* (history lives in Nessie's commits). After our commit the REST client's table knows our
+    snapshot and nothing before it, while a compaction job looks up its base snapshot (sequence numbers, the parent
+    its validation compares with, the ancestry that finds its own commit). Through Nessie's API the client writes
+    the metadata file itself and keeps the snapshot history Iceberg keeps; both APIs serve the same tables (one
+    content key per table on the branch), so the host side (pyiceberg: inspect, plan, the UI) stays on REST."""
+    core = answer.get("nessie.core-base-uri")
+    location = answer.get("warehouse")
+    if not core or not location:
+        raise ConfigError(f"catalog {name!r}: the Nessie server's config answer names no "
+                          f"{'nessie.core-base-uri' if not core else 'warehouse location'}")
+    out = {k: v for k, v in props.items() if k not in _REST_ONLY}
+    out["catalog-impl"] = NESSIE_CATALOG_IMPL
+    out["uri"] = core.rstrip("/") + "/v2"
+    prefix = urllib.parse.unquote(answer.get("prefix", ""))
+    out["ref"] = prefix.split("|", 1)[0] or answer.get("nessie.default-branch.name") or "main"
+    out["warehouse"] = location
+    if "io-impl" not in out and answer.get("io-impl"):
+        out["io-impl"] = answer["io-impl"]
+    if "client.region" not in out and answer.get("client.region"):
+        out["client.region"] = answer["client.region"]
+    if props.get("token"):
+        out["authentication.type"] = "BEARER"
+        out["authentication.token"] = props["token"]
+    elif props.get("credential"):
+        client_id, _, secret = props["credential"].partition(":")
+        out["authentication.type"] = "OAUTH2"
+        out["authentication.oauth2.token-endpoint"] = props.get("oauth2-server-uri") or ""
+        out["authentication.oauth2.client-id"] = client_id
+        out["authentication.oauth2.client-secret"] = secret
+        if props.get("scope"):
+            out["authentication.oauth2.client-scopes"] = props["scope"]
+    return out

@@ -187,6 +187,25 @@ def trino(object_store) -> Iterator[object]:  # type: ignore[no-untyped-def]
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def catalog_servers(object_store) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """The other Iceberg REST catalog servers users run (icecompact_testing.catalog_servers: Nessie, Iceberg's REST
+    reference server), tables on the session's SeaweedFS: ``catalog_servers(kind)`` starts that server on first use
+    (then the same one for the session); every server started is stopped at the session's end."""
+    from icecompact_testing.catalog_servers import start_catalog_server
+
+    started: dict[str, object] = {}
+
+    def server(kind: str) -> object:
+        if kind not in started:
+            started[kind] = start_catalog_server(kind, object_store)
+        return started[kind]
+
+    yield server
+    for running in started.values():
+        running.stop()  # type: ignore[attr-defined]
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_catalog(request) -> CatalogConfig:  # type: ignore[no-untyped-def]
     return request.getfixturevalue(f"{request.param}_catalog")

@@ -102,6 +102,7 @@ def spark_conf(settings_: SparkSettings, catalogs: Iterable[CatalogConfig]) -> d
     """Every Spark conf entry except secrets and jars."""
     conf = dict(BASE_CONF)
     for catalog in catalogs:
+        catalog.ask_rest_server()  # a REST server that differs shapes the conf (CatalogConfig._spark_properties)
         conf.update(catalog.spark_conf())
     if settings_.packages:
         conf["spark.jars.packages"] = settings_.packages
@@ -141,5 +142,6 @@ def build_session(catalogs: Iterable[CatalogConfig], settings_: SparkSettings | 
 
 def register_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
     """Add a catalog to a running session (Spark reads ``spark.sql.catalog.*`` lazily, on first use)."""
+    catalog.ask_rest_server()
     for key, value in {**catalog.spark_conf(), **catalog.spark_secret_conf()}.items():
         spark.conf.set(key, value)

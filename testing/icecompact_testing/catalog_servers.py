@@ -22,15 +22,17 @@ jar list (as :mod:`icecompact_testing.trino` does). Nothing of it is committed.
 
 What each server does differently, as found here (docs/catalogs.md, "Tested catalog servers"):
 
-* Nessie 0.99.0 (the newest ``nessie-quarkus`` runner the Maven Central here serves) writes table metadata itself
-  from its own model: format v1/v2 only (a v3 table is refused), and the metadata it serves holds the *current
-  snapshot only* (history lives in Nessie's commits); it signs S3 requests for its clients by default (turned off
-  here: pyarrow's FileIO cannot use a remote signer) and vends no S3 credential, so clients bring their own; no
-  OAuth2 endpoint (no ``credential``).
+* Nessie 0.99.0 (the newest ``nessie-quarkus`` runner the Maven Central here serves; Java 21 class files, so it runs
+  on the newest JDK >= 21 under ``/usr/lib/jvm``) writes table metadata itself from its own model: the metadata its
+  REST API serves holds the *current snapshot only* (history lives in Nessie's commits), which is why our catalog
+  layer gives Spark Nessie's own API (``compaction.catalog``); spec v1/v2 only (asked for v3 through REST it makes
+  a v2 table); it signs S3 requests for its clients by default (turned off here: pyarrow's FileIO cannot use a
+  remote signer) and vends no S3 credential, so clients bring their own; no OAuth2 endpoint (no ``credential``);
+  ``gc.enabled=false`` on every table.
 * The reference server writes metadata through the backend JdbcCatalog (every snapshot kept); it vends the S3
   credentials of its own configuration in every table load when ``include-credentials`` is set (set here: its
-  clients are configured without S3 keys); it accepts any OAuth2 client credential; its config response sets the
-  namespace separator ``%1F``; the ``warehouse`` a client sends is ignored (one warehouse per server). Jetty binds
+  clients are configured without S3 keys); it accepts any OAuth2 client credential; its config answer overrides the
+  namespace separator (``%2E``); the ``warehouse`` a client sends is ignored (one warehouse per server). Jetty binds
   every interface (the stock main has no host setting), on a free port.
 
 This module is test rig only: the product never imports it.
@@ -110,6 +112,9 @@ REST_FIXTURE_MAIN = "org.apache.iceberg.rest.RESTCatalogServer"
 #: Heap of each server: metadata only (data files are written by the clients), beside Spark on a 2-core machine.
 DEFAULT_HEAP = "512m"
 REGION = "us-east-1"
+JAVA_HOME_ENV = "ICECOMPACT_CATALOG_SERVERS_JAVA_HOME"
+#: Nessie 0.99's classes are Java 21 class files (the reference server runs on the default Java 17).
+NESSIE_MIN_JAVA = 21
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -218,15 +223,27 @@ def fetch(log: Callable[[str], None] = print) -> dict[str, Path]:
     return {NESSIE: _fetch_nessie(log), REST_FIXTURE: _fetch_rest_fixture(log)}
 
 
-def java() -> Path:
-    """The JVM the servers run on (Java 17+: the machine's default): ``$JAVA_HOME/bin/java``, else ``java``."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").is_file():
-        return Path(home) / "bin" / "java"
-    found = shutil.which("java")
-    if not found:
-        raise ConfigError("java not found: the catalog servers need a Java 17+ runtime")
-    return Path(found)
+def java(min_major: int = 17) -> Path:
+    """A ``java`` of release ``min_major`` or newer: ``$ICECOMPACT_CATALOG_SERVERS_JAVA_HOME``, else ``$JAVA_HOME`` or
+    the ``java`` on the PATH when new enough, else the newest JDK under ``/usr/lib/jvm`` that is."""
+    from icecompact_testing.trino import _java_major
+
+    explicit = os.environ.get(JAVA_HOME_ENV)
+    candidates = [Path(explicit) / "bin" / "java"] if explicit else []
+    if not explicit:
+        if os.environ.get("JAVA_HOME"):
+            candidates.append(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
+        if shutil.which("java"):
+            candidates.append(Path(str(shutil.which("java"))))
+        candidates += [home / "bin" / "java" for home in sorted(Path("/usr/lib/jvm").glob("*"), reverse=True)
+                       if not home.is_symlink()]
+    for candidate in candidates:
+        if candidate.is_file():
+            major = _java_major(candidate)
+            if major is not None and major >= min_major:
+                return candidate
+    raise ConfigError(f"no Java {min_major}+ found ({explicit or '$JAVA_HOME, PATH, /usr/lib/jvm'}; set "
+                      f"{JAVA_HOME_ENV})")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -366,8 +383,7 @@ def start_nessie(object_store: Any, *, heap: str = DEFAULT_HEAP, timeout: float 
     properties = {"type": "rest", "uri": uri, **_client_s3(object_store),
                   "s3.access-key-id": object_store.access_key, "s3.secret-access-key": object_store.secret_key}
     server = CatalogServer(NESSIE, root, port, properties, location, NESSIE_VERSION)
-    argv = [str(java()), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-            "-jar", str(jar)]
+    argv = [str(java(NESSIE_MIN_JAVA)), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", str(jar)]
     return _launch(server, argv, os.environ, timeout)
 
 
