@@ -77,6 +77,8 @@ __all__ = [
     "MAJOR_STRATEGIES",
     "MAJOR_SORT_COLUMNS",
     "MAJOR_SORT_COLUMNS_DEFAULT",
+    "ONE_DV_PER_PUFFIN_FILE",
+    "ONE_DV_PER_PUFFIN_FILE_DEFAULT",
     "SortColumn",
     "parse_sort_columns",
 ]
@@ -187,6 +189,15 @@ MAJOR_STRATEGIES = ("binpack", "sort", "zorder")
 #: ``zorder``: plain column names (two or more are what z-ordering is for). Ignored by ``binpack``.
 MAJOR_SORT_COLUMNS = "compaction.major.sort-columns"
 MAJOR_SORT_COLUMNS_DEFAULT = ""
+
+#: v3 tables: ``true`` writes each deletion vector (DV) our compaction writes (MINOR, and the delete conversion of a
+#: selective MAJOR) into a Puffin file of its own, instead of all DVs of a partition's commit in one Puffin file
+#: (Iceberg's ``BaseDVFileWriter`` layout, what Spark writes too). A reader-compatibility switch: DuckDB 1.5.5 with
+#: its external file cache on (its default) can apply the wrong DV from a Puffin file holding several
+#: (docs/engines.md). It costs a file per DV on storage and a slower MINOR (bench/results/dv_layout.txt). Ignored on
+#: v2.
+ONE_DV_PER_PUFFIN_FILE = "compaction.one-dv-per-puffin-file"
+ONE_DV_PER_PUFFIN_FILE_DEFAULT = False
 
 
 @dataclass(frozen=True)
@@ -370,6 +381,7 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("major_full_rewrite", MAJOR_FULL_REWRITE, _parse_bool, _no_check),
     _Knob("major_strategy", MAJOR_STRATEGY, _parse_strategy, _no_check),
     _Knob("major_sort_columns", MAJOR_SORT_COLUMNS, _parse_text, _no_check),
+    _Knob("one_dv_per_puffin_file", ONE_DV_PER_PUFFIN_FILE, _parse_bool, _no_check),
 )
 _KNOB_BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
 _DERIVED_THRESHOLD = "small_file_threshold_bytes"
@@ -444,6 +456,8 @@ class CompactionPolicy:
     major_strategy: str = MAJOR_STRATEGY_DEFAULT
     #: ``compaction.major.sort-columns``: the columns of ``sort`` / ``zorder`` (``sort``: empty = table order).
     major_sort_columns: str = MAJOR_SORT_COLUMNS_DEFAULT
+    #: ``compaction.one-dv-per-puffin-file``: v3, every DV we write in a Puffin file of its own (reader compatibility).
+    one_dv_per_puffin_file: bool = ONE_DV_PER_PUFFIN_FILE_DEFAULT
 
     def __post_init__(self) -> None:
         for knob in _KNOBS:

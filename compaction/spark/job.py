@@ -310,7 +310,8 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     try:
         outcomes = commit_changes(spark, table, [c for _, c, _ in active],
                                   _any_of(spark, [c.expression for _, c, _ in active]),
-                                  base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits)
+                                  base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits,
+                                  one_dv_per_puffin_file=plan.policy.one_dv_per_puffin_file)
     except Exception as e:
         err, kind = classify_failure(e, what)
         if not commits:  # nothing landed: each partition tries on its own

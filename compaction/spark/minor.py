@@ -662,11 +662,13 @@ class PartitionChange:
 
 def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key: PartitionKey, *, table_ref: str,
                   plan_id: str, tag: str, whole_table: bool, before: PartitionFiles,
-                  prepared: PreparedMinor | None = None, committed: list[int] | None = None) -> MinorOutcome:
+                  prepared: PreparedMinor | None = None, committed: list[int] | None = None,
+                  one_dv_per_puffin_file: bool = False) -> MinorOutcome:
     """One attempt: decide, read, write, commit in one RowDelta. Raises py4j errors from Iceberg (the caller
     classifies them) and ``CommitConflictError`` from our own pre-commit check. ``before``: the partition's files
     at the base snapshot. ``committed``: the caller's list of its snapshots, which gets our commit as soon as it is
-    on main, before the post-commit checks (so that the caller can undo it when one fails)."""
+    on main, before the post-commit checks (so that the caller can undo it when one fails).
+    ``one_dv_per_puffin_file``: the policy's ``compaction.one-dv-per-puffin-file`` (v3)."""
     base_id = before.snapshot_id
     if base_id is None:
         return MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
@@ -681,14 +683,16 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
         converted_rows = sum(len(matched.get(p, ())) for p in work.eq_targets)
     change = PartitionChange(key, expression, before, work, positions, converted_rows)
     return commit_changes(spark, table, [change], expression, base_id=int(base_id), plan_id=plan_id, tag=tag,
-                          committed=committed)[0]
+                          committed=committed, one_dv_per_puffin_file=one_dv_per_puffin_file)[0]
 
 
 def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expression: Any, *, base_id: int,
-                   plan_id: str, tag: str, committed: list[int] | None = None) -> list[MinorOutcome]:
+                   plan_id: str, tag: str, committed: list[int] | None = None,
+                   one_dv_per_puffin_file: bool = False) -> list[MinorOutcome]:
     """Write the new position deletes / DVs of every partition of ``changes`` and replace their deletes in one
     RowDelta, validated from ``base_id`` with ``expression`` (the partitions' OR) as the conflict filter; then our
-    post-commit checks. One outcome per change, in order. ``committed``: as for :func:`minor_compact`."""
+    post-commit checks. One outcome per change, in order. ``committed``, ``one_dv_per_puffin_file``: as for
+    :func:`minor_compact` (v3: each partition's DVs share one Puffin file, or each DV has its own)."""
     outcomes = [MinorOutcome(base_id, [], 0, 0, 0, 0, 0, c.before.counts(), c.before.counts()) for c in changes]
     busy = [i for i, c in enumerate(changes) if c.busy]
     if not busy:
@@ -696,7 +700,8 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
     fmt = int(table.operations().current().formatVersion())
     new_files = {
         i: write_deletion_vectors(spark, table, changes[i].work.data_files, changes[i].positions,
-                                  previous_deletion_vectors(changes[i].work))
+                                  previous_deletion_vectors(changes[i].work),
+                                  one_per_puffin_file=one_dv_per_puffin_file)
         if fmt >= 3 else
         write_position_delete_files(spark, table, changes[i].work.data_files, changes[i].positions,
                                     changes[i].work.described)

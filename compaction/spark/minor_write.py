@@ -1,6 +1,7 @@
 """Writing MINOR's output: the new v2 position-delete files (pyarrow, handed to Iceberg as ``ContentFileParser``
 JSON) and v3 deletion vectors (Iceberg's ``BaseDVFileWriter``), one per data file (or, v2 with
-``write.delete.granularity=partition``, one per partition). What to write is decided in
+``write.delete.granularity=partition``, one per partition). The DVs of a partition's commit share one Puffin file
+(Iceberg's layout), or with ``compaction.one-dv-per-puffin-file`` each has a Puffin file of its own. What to write is decided in
 :func:`compaction.spark.minor.decide_work`; the ``RowDelta`` that commits it is
 :func:`compaction.spark.minor.commit_changes`.
 """
@@ -182,12 +183,15 @@ class _NoPreviousDeletes:
 
 
 def write_deletion_vectors(spark: Any, table: Any, data_files: dict[str, Any], positions: dict[str, list[int]],
-                           previous: dict[str, list[Any]] | None = None) -> list[Any]:
+                           previous: dict[str, list[Any]] | None = None, *,
+                           one_per_puffin_file: bool = False) -> list[Any]:
     """v3: one DV per data file of ``data_files`` (path -> ``DataFile``) holding its ``positions`` merged with its
-    ``previous`` DVs (path -> DVs being replaced), all in one Puffin file, written by Iceberg's
-    ``BaseDVFileWriter``. The new positions are staged in one local Parquet file that Iceberg turns into one index
-    per data file in a single call (``Deletes.toPositionIndexes``); old DVs are read by Iceberg's
-    ``BaseDeleteLoader``."""
+    ``previous`` DVs (path -> DVs being replaced), written by Iceberg's ``BaseDVFileWriter``: all in one Puffin file
+    (Iceberg's layout), or with ``one_per_puffin_file`` each DV in a Puffin file of its own (a writer per data file,
+    its files named by the same ``OutputFileFactory``; ``compaction.one-dv-per-puffin-file``: DuckDB 1.5's external
+    file cache can misread a Puffin file holding several DVs). The new positions are staged in one local Parquet
+    file that Iceberg turns into one index per data file in a single call (``Deletes.toPositionIndexes``); old DVs
+    are read by Iceberg's ``BaseDeleteLoader``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -219,7 +223,9 @@ def write_deletion_vectors(spark: Any, table: Any, data_files: dict[str, Any], p
             j.org.apache.iceberg.io.OutputFileFactory.builderFor(table, 0, 0)
             .format(j.org.apache.iceberg.FileFormat.PUFFIN).operationId(f"icecompact-{uuid.uuid4().hex[:12]}").build()
         )
-        writer = j.org.apache.iceberg.deletes.BaseDVFileWriter(factory, _NoPreviousDeletes())
+        no_previous = _NoPreviousDeletes()
+        writer = j.org.apache.iceberg.deletes.BaseDVFileWriter(factory, no_previous)
+        written: list[Any] = []
         specs: dict[int, Any] = {}
         for path, data_file in data_files.items():
             # Each index is a fresh object (the staged map's entries are used once; the loader returns new ones),
@@ -237,8 +243,15 @@ def write_deletion_vectors(spark: Any, table: Any, data_files: dict[str, Any], p
             spec_id = int(data_file.specId())
             if spec_id not in specs:
                 specs[spec_id] = table.specs().get(spec_id)
-            writer.delete(path, index, specs[spec_id], data_file.partition())
+            if one_per_puffin_file:
+                # A writer holding one DV writes one Puffin file on close (none when it holds nothing).
+                own = j.org.apache.iceberg.deletes.BaseDVFileWriter(factory, no_previous)
+                own.delete(path, index, specs[spec_id], data_file.partition())
+                own.close()
+                written += list(own.result().deleteFiles())
+            else:
+                writer.delete(path, index, specs[spec_id], data_file.partition())
         writer.close()
-        return list(writer.result().deleteFiles())
+        return written + list(writer.result().deleteFiles())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -408,6 +408,7 @@ def selective_attempt(a: Attempt, result: PartitionResult, commits: list[int], *
         spark, table, a.expression, rows_predicate(spark, table, a.plan.table.catalog, {key}), key,
         table_ref=a.ref, plan_id=a.plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
         before=before, prepared=prepared, committed=commits,
+        one_dv_per_puffin_file=a.plan.policy.one_dv_per_puffin_file,
     )
     commits.extend(sid for sid in outcome.commit_snapshot_ids if sid not in commits)
     result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)

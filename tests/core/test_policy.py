@@ -36,6 +36,7 @@ TABLE = [
     ("major_full_rewrite", "compaction.major.full-rewrite", False),
     ("major_strategy", "compaction.major.strategy", "binpack"),
     ("major_sort_columns", "compaction.major.sort-columns", ""),
+    ("one_dv_per_puffin_file", "compaction.one-dv-per-puffin-file", False),
 ]
 
 
@@ -79,6 +80,7 @@ def test_policy_is_frozen() -> None:
         ("compaction.weight-ratio", "1.5", "weight_ratio", 1.5),
         ("compaction.parallel-multiple", "3", "parallel_multiple", 3),
         ("compaction.parallelism", "8", "parallelism", 8),
+        ("compaction.one-dv-per-puffin-file", "TRUE", "one_dv_per_puffin_file", True),
     ],
 )
 def test_table_property_overrides_default(key: str, text: str, fieldname: str, expected: object) -> None:
@@ -285,3 +287,18 @@ def test_clustering_strategies_make_every_major_a_full_rewrite_described_in_its_
     assert not CompactionPolicy().clusters
     assert CompactionPolicy.resolve({"compaction.major.strategy": "sort"}).describe_strategy() == \
         "sort by the table's sort order"
+
+
+@pytest.mark.parametrize("spelling", ["compaction.one-dv-per-puffin-file", "one-dv-per-puffin-file",
+                                      "one_dv_per_puffin_file"])
+def test_one_dv_per_puffin_file_is_a_run_parameter_too(spelling: str) -> None:
+    """The DV layout switch follows the policy's precedence (a run parameter beats the table property) and travels
+    in the plan to the Spark job."""
+    pol = CompactionPolicy.resolve({P.ONE_DV_PER_PUFFIN_FILE: "true"}, {spelling: False})
+    assert pol.one_dv_per_puffin_file is False
+    pol = CompactionPolicy.resolve({}, {spelling: "true"})
+    assert pol.one_dv_per_puffin_file is True
+    assert CompactionPolicy.from_dict(json.loads(json.dumps(pol.to_dict()))) == pol
+    assert pol.to_properties()[P.ONE_DV_PER_PUFFIN_FILE] == "true"
+    with pytest.raises(ConfigError, match="compaction.one-dv-per-puffin-file"):
+        CompactionPolicy.resolve({P.ONE_DV_PER_PUFFIN_FILE: "yes"})
