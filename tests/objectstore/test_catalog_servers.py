@@ -5,9 +5,10 @@ MINOR then MAJOR on a v2 and a v3 merge-on-read table with equality deletes and 
 equal before and after by the reference reader and Spark), a MAJOR overtaken by a concurrent writer (refused,
 retried, nothing lost or resurrected), and maintenance on the compacted table.
 
-Tables are module-scoped and tiny (a catalog per server for the module); MINOR runs in this process and MAJOR
-through spark-submit (``icecompact run``'s path: the catalog's Spark conf and its secrets file). What a server does
-differently is asserted where it shows (docs/catalogs.md, "Tested catalog servers").
+Tables are module-scoped and tiny (a catalog per server for the module); compactions run in this process, except
+the v2 MAJOR on Nessie, through spark-submit (``icecompact run``'s path: the catalog's Spark conf, which on Nessie
+is not the REST client's, and its secrets file). What a server does differently is asserted where it shows
+(docs/catalogs.md, "Tested catalog servers").
 """
 
 from __future__ import annotations
@@ -107,9 +108,9 @@ def test_the_catalog_layer_reads_each_server(server: Any, catalog: CatalogConfig
 
 def test_v2_minor_then_major(spark, catalog: CatalogConfig, server: Any, v2_table: WorkloadResult,  # type: ignore[no-untyped-def]
                              ledger: Ledger) -> None:
-    """v2: MINOR in this process (fragments merged, equality deletes -> position deletes), then MAJOR through
-    spark-submit (the catalog's Spark conf and secrets file as ``icecompact run`` makes them); the rows the same
-    before and after, through the reference reader and Spark."""
+    """v2: MINOR in this process (fragments merged, equality deletes -> position deletes), then a full MAJOR (on
+    Nessie through spark-submit: the catalog's Spark conf and secrets file as ``icecompact run`` makes them); the
+    rows the same before and after, through the reference reader and Spark."""
     workload, name = v2_table, "cs.v2"
     table = catalog.load().load_table(workload.identifier)
     assert table.metadata_location.startswith(f"{server.warehouse_location.rsplit('/', 1)[0]}/")
@@ -128,11 +129,18 @@ def test_v2_minor_then_major(spark, catalog: CatalogConfig, server: Any, v2_tabl
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
     assert_deletes_settled(after, minors)
 
-    report = run_table(catalog, name, mode=CompactionMode.MAJOR, ledger=ledger, validation="count",
-                       overrides={"major.full-rewrite": "true"})
-    assert report.status is RunStatus.SUCCEEDED, report.errors
-    outcomes = ledger.outcomes(report.run_id)
-    assert outcomes and all(o.status is OutcomeStatus.COMMITTED and o.kind is CompactionKind.MAJOR for o in outcomes)
+    if server.kind == NESSIE:
+        # Through spark-submit (the conf a job gets on a Nessie server is not the REST client's: see the catalog
+        # test); on the reference server in this process, to keep the module short.
+        report = run_table(catalog, name, mode=CompactionMode.MAJOR, ledger=ledger, validation="count",
+                           overrides={"major.full-rewrite": "true"})
+        assert report.status is RunStatus.SUCCEEDED, report.errors
+        outcomes = ledger.outcomes(report.run_id)
+        assert outcomes and all(o.status is OutcomeStatus.COMMITTED and o.kind is CompactionKind.MAJOR
+                                for o in outcomes)
+    else:
+        _, majors = _compact(spark, catalog, name, CompactionMode.MAJOR, ValidationLevel.COUNT, FULL)
+        assert all(p.kind == "major" for p in majors)
     after_major = _rows(catalog, workload)
     assert after_major.rows == before.rows == spark_rows(spark, workload.table)
     assert not after_major.applicable_deletes
