@@ -57,11 +57,22 @@ SECRET_KEYS = frozenset({"password", "jdbc.password", "credential", "token", "s3
                          "s3.session-token"})
 SQL_CATALOG = "sql"
 REST_CATALOG = "rest"
+HIVE_CATALOG = "hive"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 #: pyiceberg property -> Iceberg Java property, where the two differ (FileIO and REST client keys).
 JAVA_PROPERTY_NAMES = {"s3.region": "client.region"}
 #: pyiceberg-only properties that mean nothing to Iceberg's Java catalogs.
 PYICEBERG_ONLY = frozenset({"type", "py-io-impl", "downcast-ns-timestamp-to-us-on-write"})
+#: pyiceberg's own keys of a Hive catalog (its Thrift client's user and Kerberos settings, its lock polling, its Hive 2
+#: column types): Iceberg's Java HiveCatalog reads its counterparts from the Hadoop conf (``hadoop.*`` keys of the
+#: catalog, e.g. ``hadoop.iceberg.hive.lock-timeout-ms``), under other names and units.
+PYICEBERG_ONLY_HIVE = frozenset({"ugi", "hive.hive2-compatible", "hive.kerberos-authentication",
+                                 "hive.kerberos-service-name", "lock-check-min-wait-time", "lock-check-max-wait-time",
+                                 "lock-check-retries"})
+#: pyiceberg writes a ``timestamptz`` column into the metastore as ``timestamp with local time zone``, a type Hive 2
+#: metastores refuse in every commit ("type expected at the position 0"); Iceberg's Java HiveCatalog on Spark's Hive 2.3
+#: client writes ``timestamp``. On by default, so that both engines write the same HMS columns on any metastore.
+HIVE2_COMPATIBLE = "hive.hive2-compatible"
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 
 
@@ -124,23 +135,37 @@ class CatalogConfig:
     # pyiceberg side -------------------------------------------------------------------------------------
     @property
     def catalog_type(self) -> str:
-        """``sql``, ``rest`` or another pyiceberg catalog type; inferred from the uri as pyiceberg does when unset."""
+        """``sql``, ``rest``, ``hive`` or another pyiceberg catalog type; inferred from the uri as pyiceberg does when
+        unset (``http(s)://``: REST, ``thrift://``: Hive, anything else: SQL)."""
         explicit = self.properties.get("type")
         if explicit:
             return explicit.lower()
         uri = self.properties.get("uri", "")
         if uri.startswith(("http://", "https://")):
             return REST_CATALOG
+        if uri.startswith("thrift://"):
+            return HIVE_CATALOG
         return SQL_CATALOG if uri else ""
 
     @property
     def is_sql(self) -> bool:
         return self.catalog_type == SQL_CATALOG
 
+    @property
+    def is_hive(self) -> bool:
+        return self.catalog_type == HIVE_CATALOG
+
     def load(self) -> Catalog:
         """Return the pyiceberg catalog (errors wrapped as CatalogError)."""
         if not self.catalog_type:
             raise ConfigError(f"catalog {self.name!r}: set 'type' (sql, rest, ...) and 'uri'")
+        if self.is_hive:
+            self._check_hive_uri()
+            try:
+                import thrift  # noqa: F401  (pyiceberg's 'hive' extra)
+            except ImportError:
+                raise ConfigError(f"catalog {self.name!r}: a Hive catalog needs the thrift package "
+                                  "(pip install 'pyiceberg[hive]')") from None
         try:
             if self.is_sql:
                 from pyiceberg.catalog.sql import SqlCatalog
@@ -148,7 +173,10 @@ class CatalogConfig:
                 return SqlCatalog(self.name, **self._pyiceberg_properties())
             from pyiceberg.catalog import load_catalog
 
-            return load_catalog(self.name, **{**self.properties, "type": self.catalog_type})
+            props = {**self.properties, "type": self.catalog_type}
+            if self.is_hive:
+                props.setdefault(HIVE2_COMPATIBLE, "true")
+            return load_catalog(self.name, **props)
         except Exception as e:  # SQLAlchemy/driver/HTTP errors enter here
             raise CatalogError(f"cannot open catalog {self.name!r} at {self.redacted_uri()}: "
                                f"{_redact(str(e), self.properties)}") from e
@@ -227,10 +255,20 @@ class CatalogConfig:
         return {f"{prefix}.jdbc.password": password} if password else {}
 
     def _java_properties(self) -> dict[str, str]:
-        """The properties of a non-SQL catalog as Iceberg's Java ``SparkCatalog`` reads them."""
+        """The properties of a non-SQL catalog as Iceberg's Java ``SparkCatalog`` reads them.
+
+        Hive: ``uri`` (the metastore's ``thrift://host:port``, comma-separated for several) is required - Iceberg's
+        Java HiveCatalog without one would silently start an embedded metastore inside every Spark driver; Java
+        sets it as ``hive.metastore.uris`` and ``warehouse`` as ``hive.metastore.warehouse.dir``, which only a
+        namespace created through Spark uses (a table goes under its database's location, as the metastore
+        reports it, on both engines). pyiceberg's own keys (:data:`PYICEBERG_ONLY_HIVE`) are left out."""
         if not self.properties.get("uri") and self.catalog_type == REST_CATALOG:
             raise ConfigError(f"catalog {self.name!r}: property 'uri' is required")
-        props = {JAVA_PROPERTY_NAMES.get(k, k): v for k, v in self.properties.items() if k not in PYICEBERG_ONLY}
+        hive = self.is_hive
+        if hive:
+            self._check_hive_uri()
+        props = {JAVA_PROPERTY_NAMES.get(k, k): v for k, v in self.properties.items()
+                 if k not in PYICEBERG_ONLY and not (hive and k in PYICEBERG_ONLY_HIVE)}
         props["type"] = self.catalog_type
         if self.catalog_type == REST_CATALOG:
             # pyiceberg's default token endpoint; Java's relative default is deprecated (and logs so on every start).
@@ -240,7 +278,19 @@ class CatalogConfig:
                 props["rest.auth.type"] = "oauth2"
             if "io-impl" not in props and self._uses_s3():
                 props["io-impl"] = S3_FILE_IO
+        if hive and "io-impl" not in props and self._uses_s3():
+            # Spark has no Hadoop S3 file system of its own (S3A is not in its jars): Iceberg's S3FileIO, as for REST.
+            props["io-impl"] = S3_FILE_IO
         return props
+
+    def _check_hive_uri(self) -> None:
+        uris = [u.strip() for u in self.properties.get("uri", "").split(",") if u.strip()]
+        if not uris:
+            raise ConfigError(f"catalog {self.name!r}: property 'uri' is required (thrift://metastore-host:9083)")
+        bad = [u for u in uris if not u.startswith("thrift://")]
+        if bad:
+            raise ConfigError(f"catalog {self.name!r}: a Hive metastore uri is thrift://host:port, not "
+                              f"{redact_url_credentials(bad[0])!r}")
 
     def _uses_s3(self) -> bool:
         return any(k.startswith("s3.") for k in self.properties) or self.properties.get("warehouse", "").startswith(
@@ -286,6 +336,7 @@ def _redact(text: str, properties: Mapping[str, str]) -> str:
     """``text`` with every secret value of ``properties`` masked (and whatever else looks like a password)."""
     known = [part for key in SECRET_KEYS if properties.get(key) for part in known_secret_parts(properties[key])]
     return redact_text(text, known)
+
 
 # REST servers that differ (docs/catalogs.md, "Tested catalog servers") -----------------------------------------------
 #: Nessie's config answer carries this override: the server is Nessie (its IcebergConfigurer).

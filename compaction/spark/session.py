@@ -102,12 +102,26 @@ def spark_conf(settings_: SparkSettings, catalogs: Iterable[CatalogConfig]) -> d
     """Every Spark conf entry except secrets and jars."""
     conf = dict(BASE_CONF)
     for catalog in catalogs:
+        check_catalog_classes(catalog)
         catalog.ask_rest_server()  # a REST server that differs shapes the conf (CatalogConfig._spark_properties)
         conf.update(catalog.spark_conf())
     if settings_.packages:
         conf["spark.jars.packages"] = settings_.packages
     conf.update(settings_.extra_conf)
     return conf
+
+
+def check_catalog_classes(catalog: CatalogConfig) -> None:
+    """A Hive catalog runs Iceberg's ``HiveCatalog``, which talks to the metastore with the Hive metastore client of
+    Spark's own class path (``hive-metastore-*.jar``: in PySpark's jars and in Spark distributions built with Hive,
+    not in Iceberg's runtime): a ``$SPARK_HOME`` without it is refused here, not at the job's first table load."""
+    if not catalog.is_hive:
+        return
+    image_jars = spark_home_jar_names()
+    if image_jars and not any(name.startswith("hive-metastore-") for name in image_jars):
+        raise ConfigError(f"catalog {catalog.name!r} is a Hive catalog, but the Spark at $SPARK_HOME has no Hive "
+                          f"metastore client (no hive-metastore-*.jar in {os.environ.get('SPARK_HOME')}/jars): use "
+                          "a Spark distribution built with Hive support")
 
 
 def _check_java() -> None:
@@ -142,6 +156,7 @@ def build_session(catalogs: Iterable[CatalogConfig], settings_: SparkSettings | 
 
 def register_catalog(spark: SparkSession, catalog: CatalogConfig) -> None:
     """Add a catalog to a running session (Spark reads ``spark.sql.catalog.*`` lazily, on first use)."""
+    check_catalog_classes(catalog)
     catalog.ask_rest_server()
     for key, value in {**catalog.spark_conf(), **catalog.spark_secret_conf()}.items():
         spark.conf.set(key, value)
