@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from compaction import settings
 from compaction.core.errors import CatalogError, ConfigError
-from compaction.core.redaction import REDACTED, known_secret_parts, redact_text, redact_url_credentials
+from compaction.core.redaction import REDACTED, is_secret_key, known_secret_parts, redact_text, redact_url_credentials
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -329,7 +329,13 @@ class CatalogConfig:
         return redact_url_credentials(self.properties.get("uri", ""))
 
     def describe(self) -> dict[str, str]:
-        return {k: (REDACTED if k in SECRET_KEYS else (self.redacted_uri() if k == "uri" else v)) for k, v in self.properties.items()}
+        """The properties with every secret masked: what logs, errors and reprs show."""
+        return {k: (REDACTED if k in SECRET_KEYS or is_secret_key(k) else (self.redacted_uri() if k == "uri" else v))
+                for k, v in self.properties.items()}
+
+    def __repr__(self) -> str:
+        # A catalog lands in tracebacks, pytest failure reports and Airflow logs: never with its secrets.
+        return f"CatalogConfig(name={self.name!r}, properties={self.describe()!r})"
 
 
 def _redact(text: str, properties: Mapping[str, str]) -> str:

@@ -127,6 +127,16 @@ def test_password_property_is_kept_secret(monkeypatch: pytest.MonkeyPatch) -> No
     assert cfg.describe()["password"] == "***"
 
 
+def test_a_catalogs_repr_shows_no_secret() -> None:
+    # Tracebacks, pytest's failure reports and Airflow's logs show a CatalogConfig by its repr.
+    cfg = CatalogConfig("prod", {"type": "rest", "uri": "http://alice:pw-in-uri@h:8181", "s3.secret-access-key": "sk-1",
+                                 "s3.session-token": "tok-2", "rest.signing-secret": "sig-3", "warehouse": "s3://wh"})
+    shown = repr(cfg) + str(cfg) + f"{cfg}"
+    for secret in ("pw-in-uri", "sk-1", "tok-2", "sig-3"):
+        assert secret not in shown, shown
+    assert "s3://wh" in shown and "prod" in shown
+
+
 def test_embedded_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ICECOMPACT_HOME", str(tmp_path / "h"))
     monkeypatch.delenv("ICECOMPACT_CATALOG", raising=False)
