@@ -166,7 +166,7 @@ class Bench:
             for group in the_plan.groups:
                 result = run_group(self.spark, the_plan, group.group_id, level=ValidationLevel.COUNT, max_retries=3)
                 out["groups"].append({"status": result.status, "exit_code": result.exit_code, "error": result.error})
-                out["partitions"] += [{"label": p.label, "status": str(getattr(p.status, "value", p.status)),
+                out["partitions"] += [{"label": p.label, "status": str(getattr(p.status, "value", p.status)), "reason": p.reason,
                                        "error": p.error} for p in result.partitions]
         except Exception as e:  # noqa: BLE001 - recorded: the run's terminal state
             out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
