@@ -300,12 +300,12 @@ def test_v3_minor_through_spark_submit_then_major(spark, hive_metastore, hive_ca
 # -- maintenance ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.spark
-def test_every_maintenance_action_on_the_metastore(spark, hive_catalog: CatalogConfig, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Expiry, manifest rewrite and orphan removal on a table of the metastore: the planted orphan (and only it) is
-    deleted, the rows read the same before and after."""
-    spec = WorkloadSpec(seed=24, format_version=2, partitioning="days_ts", days_span=2, commits=3, rows_per_commit=20)
-    workload = generate(spark, hive_catalog, "hmaint.t", spec)
-    name = "hmaint.t"
+def test_every_maintenance_action_on_the_metastore(spark, hive_catalog: CatalogConfig, v3_table: WorkloadResult,  # type: ignore[no-untyped-def]
+                                                   tmp_path: Path) -> None:
+    """Expiry, manifest rewrite and orphan removal on a table of the metastore (the v3 table, compacted or not: the
+    test reads its state first): the planted orphan (and only it) is deleted, the rows read the same before and
+    after."""
+    workload, name = v3_table, "hv3.t"
     table = hive_catalog.load().load_table(workload.identifier)
     before = read_table(table)
     assert before.rows == workload.expected_rows

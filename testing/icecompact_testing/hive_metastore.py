@@ -197,8 +197,16 @@ class HiveMetastore:
                 client.show_locks(ShowLocksRequest())  # the transaction handler makes its tables
             self._halt(kill=True)  # Derby has committed them; its log replays whatever else on the next boot
             (self.root / "metastore_db" / "db.lck").unlink(missing_ok=True)
-            self._launch(self.port, in_test=False)
-            self._await(self.port, deadline)
+            for attempt in range(2):
+                self._launch(self.port, in_test=False)
+                try:
+                    self._await(self.port, deadline)
+                    break
+                except ConfigError:
+                    # Its port, free when chosen, may have been taken meanwhile by another process: once more.
+                    if attempt or self._stopped or self.process is None or self.process.poll() is None:
+                        raise
+                    self.port = _free_port()
         except BaseException as e:  # handed to wait_ready
             self._boot_error = e
 
