@@ -22,6 +22,7 @@ from compaction.core.plan import CompactionKind, CompactionPlan, CompactionTask,
 from compaction.core.results import (
     BAD_PARTITION_STATUSES,
     COMMITTED,
+    FAILED,
     NO_OP,
     SKIPPED,
     GroupResult,
@@ -197,6 +198,9 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:
         err, kind = classify_failure(e, f"MAJOR of {len(active)} partitions")
+        if _commit_may_have_landed(spark, table, base_id, tag, [r for _, _, _, r in active], err, progress):
+            _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
+            return settled, {}
         emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
         return settled, _group_conflicts(err, kind, [t.partition for t, _, _, _ in active])
     cleaned = selective is not None  # a selective rewrite leaves the dangling deletes to its conversion step
@@ -307,13 +311,18 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     commits: list[int] = []
     what = f"MINOR of {len(active)} partitions"
     outcomes: list[Any] = []
+    tag = new_tag()
     try:
         outcomes = commit_changes(spark, table, [c for _, c, _ in active],
                                   _any_of(spark, [c.expression for _, c, _ in active]),
-                                  base_id=base_id, plan_id=plan.plan_id, tag=new_tag(), committed=commits,
+                                  base_id=base_id, plan_id=plan.plan_id, tag=tag, committed=commits,
                                   one_dv_per_puffin_file=plan.policy.one_dv_per_puffin_file)
     except Exception as e:
         err, kind = classify_failure(e, what)
+        if not commits and _commit_may_have_landed(spark, table, base_id, tag, [r for _, _, r in active], err,
+                                                   progress):
+            _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
+            return settled, {}
         if not commits:  # nothing landed: each partition tries on its own
             emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
             return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
@@ -380,6 +389,33 @@ def _check_group_commit(spark: Any, table: Any, ref: str, level: ValidationLevel
             return
         finally:
             fingerprints.close()
+
+
+def _commit_may_have_landed(spark: Any, table: Any, base_id: int, tag: str, results: list[PartitionResult],
+                            err: CompactionError, progress: Callable[[str], None] | None) -> bool:
+    """After a group commit raised with nothing recorded: whether it may have landed anyway, in which case the group's
+    partitions are settled here (``results``) and must not be run again one by one.
+
+    Iceberg's rule for a commit whose outcome is unknown (``CommitStateUnknownException``, or a connection reset after
+    the catalog took the commit) is to look at the table before anything else: a retry planned from the new state
+    would find our own commit as "changed since planning" and skip, leaving that commit unchecked. So: our tagged
+    snapshot found on main -> undone while it is still current (``undo``: compare-and-swap, no file deleted; else
+    needs_attention), and the next run plans again; the table not readable -> each partition failed with the error
+    (the next run's post-hoc check covers a snapshot of ours that landed); not found -> False (it did not land)."""
+    try:
+        landed = find_tagged_snapshot(table, base_id, tag)
+    except Exception as lookup_error:  # noqa: BLE001 - any failure to look means: unknown
+        emit(progress, f"icecompact: group commit failed ({err}) and the table could not be read to see whether it "
+                        f"landed: {classify_java_error(lookup_error, 'lookup')}")
+        for result in results:
+            result.status, result.error_class, result.exit_code = FAILED, type(err).__name__, err.exit_code
+            result.error = f"commit outcome unknown: {err}"
+        return True
+    if landed is None:
+        return False
+    emit(progress, f"icecompact: group commit failed ({err}) but its snapshot {landed} is on the table: undoing it")
+    _undo_group(spark, table, [landed], results, err)
+    return True
 
 
 def _undo_group(spark: Any, table: Any, commits: list[int], results: list[PartitionResult],
