@@ -55,10 +55,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-try:  # the shared bench module (bench/lib/common.py; bench/_common.py before it moved)
-    from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-except ImportError:  # pragma: no cover - the older layout
-    from _common import RESULTS_DIR  # type: ignore[no-redef]  # noqa: E402
+from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 CATALOG_NAME = "dvlayout"
 NAMESPACE = "ns"

@@ -506,11 +506,3 @@ def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_b
         after=after.counts(),
         after_files=after,
     )
-
-
-def backoff_seconds(attempt: int, base: float = 0.5, cap: float = 10.0) -> float:
-    return min(cap, base * (2 ** max(0, attempt - 1)))
-
-
-def sleep_backoff(attempt: int) -> None:
-    time.sleep(backoff_seconds(attempt))

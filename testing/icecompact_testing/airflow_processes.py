@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,18 +19,13 @@ from pathlib import Path
 from typing import IO, Mapping
 
 from icecompact_testing.processes import stop_process_group
+from icecompact_testing.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def airflow_binary() -> str:
     return str(Path(sys.executable).with_name("airflow"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def isolated_home_env(home: Path, passwords: Mapping[str, str], *, dags: Path = REPO / "dags",

@@ -45,7 +45,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,6 +60,7 @@ from compaction import settings
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
 from compaction.spark.artifacts import MAVEN_DEPENDENCY_PLUGIN, sha256_of
+from icecompact_testing.processes import free_port as _free_port
 
 __all__ = [
     "NESSIE",
@@ -249,12 +249,6 @@ def java(min_major: int = 17) -> Path:
 # --------------------------------------------------------------------------------------------------------------
 # The servers
 # --------------------------------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -47,6 +47,7 @@ from xml.sax.saxutils import escape
 
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
+from icecompact_testing.processes import free_port as _free_port
 
 __all__ = ["HIVE_METASTORE_MAIN", "HiveMetastore", "hive_jars", "hive_version", "start_hive_metastore"]
 
@@ -97,12 +98,6 @@ def _java() -> str:
     if not found:
         raise ConfigError("java not found: install a Java 17 or 21 runtime (apt-get install openjdk-17-jre-headless)")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _site_xml(properties: dict[str, str]) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compaction.core.errors import ConfigError
+from icecompact_testing.processes import free_port as _free_port
 
 
 def _pg_bin() -> Path:
@@ -26,12 +27,6 @@ def _pg_bin() -> Path:
     if found:
         return Path(found).parent
     raise ConfigError("PostgreSQL server binaries not found: apt-get install postgresql (or set ICECOMPACT_PG_BIN)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 from typing import Any
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the throwaway servers bind to it right after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:

@@ -37,7 +37,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -57,6 +56,7 @@ from compaction.core.errors import ConfigError
 from compaction.spark.artifacts import MAVEN_DEPENDENCY_PLUGIN, sha256_of
 from icecompact_testing.engines import EngineRead
 from icecompact_testing.oracle import NAN, normalize_value
+from icecompact_testing.processes import free_port as _free_port
 
 __all__ = [
     "DEFAULT_HEAP",
@@ -289,12 +289,6 @@ class TrinoResult:
     types: tuple[Mapping[str, Any], ...]
     #: Rows with values converted to the oracle's canonical form.
     rows: tuple[tuple[Any, ...], ...]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
