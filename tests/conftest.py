@@ -42,7 +42,7 @@ SPARK_LINE_SMOKE = (
     "tests/test_major.py::test_major_preserves_rows_on_random_cdc_tables[104]",  # v2, two partition fields
     "tests/test_major.py::test_major_preserves_rows_on_random_cdc_tables[105]",  # v3, evolved spec, PostgreSQL
     "tests/test_minor.py::test_minor_preserves_rows_and_removes_equality_deletes[306]",  # v2, evolved spec
-    "tests/test_minor.py::test_minor_preserves_rows_and_removes_equality_deletes[312]",  # v3 (DVs), evolved spec
+    "tests/test_minor.py::test_minor_preserves_rows_and_removes_equality_deletes[304]",  # v3 (DVs), evolved spec
     "tests/test_evolved_scenarios.py::test_compaction_on_evolved_table[5-auto]",
     "tests/objectstore/test_s3_run.py::test_run_end_to_end_on_rest_and_s3",
     "tests/test_executor.py::test_resident_runs_are_recorded_and_share_one_warm_executor",
