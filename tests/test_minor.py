@@ -528,12 +528,13 @@ def _minor_at_count(spark, catalog: CatalogConfig, table_name: str, group_commit
     return [p for r in results for p in r.partitions]
 
 
-def test_a_group_commit_whose_answer_is_lost_is_found_and_undone_not_run_again(  # type: ignore[no-untyped-def]
-        spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:
-    """The group's RowDelta lands but its answer is lost (the caller learns of no commit): the job looks for its tagged
-    snapshot before anything else, finds it and undoes it, so the partitions end rolled back - not re-planned one by
-    one, where our own commit would read as "changed since planning" and the partitions as skipped, the landed
-    snapshot never checked."""
+@pytest.mark.parametrize("group_commit", [True, False])
+def test_a_commit_whose_answer_is_lost_is_found_and_undone_not_run_again(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch, group_commit: bool) -> None:
+    """The RowDelta (a group's, or one partition's) lands but its answer is lost (the caller learns of no commit):
+    the job looks for our snapshot before anything else, finds it and undoes it, so the partitions end rolled back -
+    not tried again, where our own commit would read as "changed since planning" and the partition as skipped, the
+    landed snapshot never checked."""
     from compaction.spark import minor
 
     workload = generate(spark, sqlite_catalog, "cdc.ml", WorkloadSpec(
@@ -549,11 +550,14 @@ def test_a_group_commit_whose_answer_is_lost_is_found_and_undone_not_run_again( 
         raise RuntimeError("injected: connection reset after the catalog took the commit")
 
     monkeypatch.setattr(minor, "commit_changes", answer_lost)
-    parts = _minor_at_count(spark, sqlite_catalog, "cdc.ml", group_commit=True)
-    assert landed, "the group commit did not land"
+    parts = _minor_at_count(spark, sqlite_catalog, "cdc.ml", group_commit=group_commit)
+    assert landed, "the commit did not land"
     assert len(parts) >= 2 and {p.status for p in parts} == {"rolled_back"}, \
         [(p.label, p.status, p.error) for p in parts]
-    assert all(p.commit_snapshot_ids == landed[-1:] for p in parts)
+    if group_commit:
+        assert all(p.commit_snapshot_ids == landed[-1:] for p in parts)
+    else:  # one commit per partition, each found and undone
+        assert sorted(sid for p in parts for sid in p.commit_snapshot_ids) == sorted(landed)
     table = sqlite_catalog.load().load_table(workload.identifier)
     assert table.current_snapshot().snapshot_id == head
     assert read_table(table).rows == workload.expected_rows

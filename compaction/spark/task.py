@@ -60,6 +60,7 @@ from compaction.spark.major import (
     layout_for,
     major_compact,
     new_tag,
+    plan_snapshots_since,
     rewrite_partition,
     selection_for,
 )
@@ -213,6 +214,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         result.attempts = attempt
         commits: list[int] = []  # filled by the attempt as soon as it has committed anything
         fingerprints = fingerprint_cache(spark, ref, level, group)
+        base_id = None
         try:
             table.refresh()
             current = table.currentSnapshot()
@@ -234,6 +236,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
             break
         except Exception as e:  # py4j errors from Iceberg and our own, classified; the action is core.retry's
             err, kind = classify_failure(e, f"{task.kind.value.upper()} {key.label()}")
+            if not commits and base_id is not None:
+                commits.extend(_landed_unrecorded(table, base_id, plan.plan_id, result, err, progress))
             rule = retry_rule(kind, committed=bool(commits))
             action = rule.action
             if action is RetryAction.VALIDATE_WHEN_AVAILABLE:
@@ -306,6 +310,24 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
     result.duration_ms = int((time.monotonic() - started) * 1000)
     return result
 
+
+
+def _landed_unrecorded(table: Any, base_id: int, plan_id: str, result: PartitionResult, err: CompactionError,
+                       progress: Callable[[str], None] | None) -> list[int]:
+    """After an attempt failed with nothing recorded: our plan's snapshots that landed anyway since the attempt's base
+    (a commit whose answer was lost: ``CommitStateUnknownException``, or a connection reset after the catalog took
+    it). Iceberg's rule is to look at the table before retrying; counted as the attempt's commits, they meet the
+    retry table's rule for commits on the table (checked or undone, never left unchecked - a retry would read them
+    as a change since planning and skip). Unreadable table: none found (the failure's own rule applies)."""
+    try:
+        landed = [sid for sid in plan_snapshots_since(table, base_id, plan_id)
+                  if sid not in result.kept_snapshot_ids and sid not in result.commit_snapshot_ids]
+    except Exception:  # noqa: BLE001 - cannot look: as before, the failure decides
+        return []
+    if landed:
+        emit(progress, f"icecompact: {result.label}: the attempt failed ({err}) but snapshot(s) "
+                        f"{', '.join(map(str, landed))} of this plan landed")
+    return landed
 
 @dataclass
 class Attempt:
