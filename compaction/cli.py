@@ -598,8 +598,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command, callable in-process (tests, the executor's own process); the ``icecompact`` program is
+    :func:`run`."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `icecompact plan --json | head` must not trace back
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
@@ -612,5 +613,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run() -> int:
+    """The ``icecompact`` program. Only a program of its own takes the default SIGPIPE action (`icecompact plan --json |
+    head` ends quietly instead of tracing back): in a process that hosts other work (a test session, a server's
+    threads) it would kill the whole process on the first write to a socket its peer closed."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    return main()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())
