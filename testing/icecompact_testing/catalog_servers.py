@@ -60,7 +60,7 @@ from compaction import settings
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
 from compaction.spark.artifacts import MAVEN_DEPENDENCY_PLUGIN, sha256_of
-from icecompact_testing.processes import free_port as _free_port
+from icecompact_testing.processes import ServerProcess, free_port as _free_port
 
 __all__ = [
     "NESSIE",
@@ -268,7 +268,7 @@ def create_bucket(object_store: Any, bucket: str) -> None:
 
 
 @dataclass
-class CatalogServer:
+class CatalogServer(ServerProcess):
     """A running catalog server: :meth:`catalog` gives a catalog configuration of it, as a user writes it."""
 
     kind: str
@@ -310,23 +310,6 @@ class CatalogServer:
                 raise ConfigError(f"the {self.kind} catalog server did not start within {timeout:.0f} s:\n{tail}")
             time.sleep(0.2)
         self.startup_seconds = time.monotonic() - self._started_at
-
-    def log_tail(self, chars: int = 4000) -> str:
-        path = self.root / "server.log"
-        return path.read_text(errors="replace")[-chars:] if path.is_file() else ""
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            from icecompact_testing.processes import stop_process_group
-
-            stop_process_group(self.process, timeout=20)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> CatalogServer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 def _launch(server: CatalogServer, argv: list[str], env: Mapping[str, str], timeout: float) -> CatalogServer:

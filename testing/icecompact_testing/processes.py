@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 
 def free_port() -> int:
@@ -26,6 +28,30 @@ def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 30) -> No
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+class ServerProcess:
+    """Lifecycle of a throwaway server the rig started (``process``, a session of its own) in its own folder
+    (``root``, holding ``server.log``): its log's tail, and a stop that ends its process group and removes the
+    folder. A context manager stops it."""
+
+    root: Path
+    process: subprocess.Popen[bytes] | None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        path = self.root / "server.log"
+        return path.read_text(errors="replace")[-chars:] if path.is_file() else ""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            stop_process_group(self.process, timeout=20)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
 
 
 def stop_ledger_executors(ledger: Any, timeout: float = 60, *, just_started: bool = False) -> None:

@@ -56,7 +56,7 @@ from compaction.core.errors import ConfigError
 from compaction.spark.artifacts import MAVEN_DEPENDENCY_PLUGIN, sha256_of
 from icecompact_testing.engines import EngineRead
 from icecompact_testing.oracle import NAN, normalize_value
-from icecompact_testing.processes import free_port as _free_port
+from icecompact_testing.processes import ServerProcess, free_port as _free_port
 
 __all__ = [
     "DEFAULT_HEAP",
@@ -292,7 +292,7 @@ class TrinoResult:
 
 
 @dataclass
-class TrinoServer:
+class TrinoServer(ServerProcess):
     root: Path
     port: int
     catalogs: tuple[str, ...]
@@ -377,23 +377,6 @@ class TrinoServer:
                 return not json.loads(resp.read()).get("starting", True)
         except (OSError, ValueError):
             return False
-
-    def log_tail(self, chars: int = 4000) -> str:
-        path = self.root / "server.log"
-        return path.read_text(errors="replace")[-chars:] if path.is_file() else ""
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            from icecompact_testing.processes import stop_process_group
-
-            stop_process_group(self.process, timeout=20)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> TrinoServer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 def _properties_text(props: Mapping[str, str]) -> str:
