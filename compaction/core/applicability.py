@@ -15,7 +15,8 @@ statistics: a superset of what Iceberg's planning applies after its statistics p
   DV, or equal ``file_path`` bounds: :attr:`DeleteFileInfo.referenced_data_file`), otherwise every one of them.
   The partition condition holds for a delete naming its file too, as the spec says (Iceberg Java's
   ``DeleteFileIndex`` finds a named file by path alone, which differs only for a delete written in another
-  partition than the file it names: no writer does that);
+  partition than the file it names: no writer does that, and the planner holds both partitions if one did,
+  :func:`compaction.core.planner.cross_partition_position_deletes`);
 * and (ours, not the spec's) a position delete never applies to a data file committed after it (file sequence
   number above the delete's): a delete names only files that existed when it was written and paths are never
   reused, so a file that a rewrite added later with its starting, lower, data sequence number is not a target.

@@ -86,6 +86,8 @@ __all__ = [
     "evaluate_partition",
     "plan_tasks",
     "plan",
+    "CROSS_PARTITION_POSITION_DELETE",
+    "cross_partition_position_deletes",
     "partition_order_key",
 ]
 
@@ -95,6 +97,13 @@ DISABLED_BY_RUN_PARAMETER = "compaction disabled by run parameter"
 DISABLED_BY_POLICY = "compaction disabled by policy"
 
 _POSITIONAL = (DeleteContent.POSITION, DeleteContent.DELETION_VECTOR)
+#: Reason of a partition held because a position delete names a data file of another partition (see
+#: :func:`cross_partition_position_deletes`).
+CROSS_PARTITION_POSITION_DELETE = (
+    "held: position delete {delete} of partition {delete_partition} names data file {data} of partition "
+    "{data_partition}; readers disagree whether it applies (Iceberg spec: only within its own partition; Iceberg "
+    "Java: by path), so neither partition is compacted until the delete is removed"
+)
 
 
 def partition_order_key(key: PartitionKey) -> tuple[object, ...]:
@@ -588,6 +597,41 @@ def plan_tasks(
 # --------------------------------------------------------------------------------------------------------------
 
 
+def cross_partition_position_deletes(partitions: Sequence[PartitionState]) -> dict[PartitionKey, str]:
+    """The partitions to hold, each with its reason: a position delete / DV whose named data file
+    (``referenced_data_file``) is live in another partition (or spec), and that file's partition.
+
+    The spec applies a position delete only to data files of its own spec and partition ("Scan Planning"), Iceberg
+    Java's ``DeleteFileIndex`` finds a named file by path alone. No writer produces such a delete, but if one did,
+    the delete is dangling to the spec and live to Java readers: a MINOR would drop it as dangling (resurrecting the
+    rows for Java readers) and a MAJOR of the named file's partition would apply it (deleting them for spec
+    readers). Either changes what some reader sees, so both partitions are left alone."""
+    named_elsewhere: dict[str, tuple[DeleteFileInfo, PartitionKey]] = {}
+    for p in partitions:
+        named = [d for d in p.delete_files if d.content in _POSITIONAL and d.referenced_data_file is not None]
+        if not named:
+            continue
+        own = {f.path for f in p.data_files}
+        for d in named:
+            assert d.referenced_data_file is not None
+            if d.referenced_data_file not in own:
+                named_elsewhere.setdefault(d.referenced_data_file, (d, p.key))
+    if not named_elsewhere:
+        return {}
+    held: dict[PartitionKey, str] = {}
+    for p in partitions:
+        for f in p.data_files:
+            found = named_elsewhere.get(f.path)
+            if found is None or found[1] == p.key:
+                continue
+            d, delete_key = found
+            reason = CROSS_PARTITION_POSITION_DELETE.format(delete=d.path, delete_partition=delete_key.label(),
+                                                             data=f.path, data_partition=p.key.label())
+            held.setdefault(delete_key, reason)
+            held.setdefault(p.key, reason)
+    return held
+
+
 def _validate_state(table: TableState, order_keys: Sequence[tuple[object, ...]] | None = None) -> None:
     """Raise PlanningError for a partition listed twice or a file listed twice. ``order_keys``: the
     partition_order_key of each partition, if known (a fast check that nothing is duplicated)."""
@@ -667,6 +711,7 @@ def _plan(
     _validate_state(table_state, [k for k, _ in keyed])
     # Built from every partition, before the filter: global equality deletes apply to filtered-out partitions too.
     global_deletes = GlobalDeleteIndex.of(table_state.partitions)
+    held = cross_partition_position_deletes(table_state.partitions)
 
     keyed.sort(key=operator.itemgetter(0))  # stable: as sorted(partitions, key=partition_order_key)
     if partition_filter is not None:
@@ -683,6 +728,10 @@ def _plan(
     else:
         for order_key, p in keyed:
             a = _analyze(p, policy, order_key, global_deletes)
+            if p.key in held:
+                decisions.append(PartitionDecision(p.key, CompactionKind.NONE, held[p.key],
+                                                   _metrics(a, CompactionKind.NONE)))
+                continue
             since = None
             if policy.minor_interval_seconds > 0 and p.key in last_minor_at:
                 since = (now - last_minor_at[p.key]).total_seconds()

@@ -164,6 +164,26 @@ def test_dangling_deletes_are_mergeable() -> None:
     assert old.kind is MINOR and old.metrics["dangling_delete_files"] == 1
 
 
+@pytest.mark.parametrize("mode", ["auto", "minor", "major"])
+def test_position_delete_naming_a_file_of_another_partition_holds_both(mode: str) -> None:
+    # Dangling to the spec (a position delete applies within its partition only), live to Java readers (by path):
+    # compacting either partition would change what one kind of reader sees.
+    eu, us, asia = key("EU"), key("US"), key("ASIA")
+    t = table(part(eu, [data("eu/d0", size=100), data("eu/d1", size=100)], [pos("eu/p0", ref="us/d0"),
+                                                                               pos("eu/p1", ref="gone")]),
+              part(us, [data("us/d0", size=100), data("us/d1", size=100)], [pos("us/p0", ref="us/d0")]),
+              part(asia, [data("asia/d0", size=100), data("asia/d1", size=100)], [pos(f"asia/p{i}", ref="gone") for i in range(5)]))
+    result = plan(t, POL, mode, NOW)
+    by_key = {d.partition: d for d in result.decisions}
+    for held in (eu, us):
+        assert by_key[held].kind is NONE
+        assert by_key[held].reason.startswith("held: position delete eu/p0 of partition spec=1/region=EU names data "
+                                              "file us/d0 of partition spec=1/region=US")
+    assert by_key[asia].kind is not NONE  # a delete naming a removed file is only dangling: compacted as before
+    planned = {t.partition for g in result.groups for t in g.tasks}
+    assert planned == {asia}
+
+
 def test_rule5_several_position_deletes_for_one_file() -> None:
     d = ev(part(key(), [data("a"), data("b")], [pos("p1", ref="a"), pos("p2", ref="a")]))
     assert (d.kind, d.reason) == (MINOR, "a data file has 2 position delete files > 1 -> MINOR")
