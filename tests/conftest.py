@@ -206,6 +206,17 @@ def catalog_servers(object_store) -> Iterator[object]:  # type: ignore[no-untype
         running.stop()  # type: ignore[attr-defined]
 
 
+@pytest.fixture(scope="session")
+def hive_metastore() -> Iterator[object]:
+    """One throwaway Hive metastore for the test session, started on first use. Its JVM starts in the background: the
+    session's Spark starts meanwhile (ask for this fixture before ``spark``), a catalog on it waits for it."""
+    from icecompact_testing.hive_metastore import start_hive_metastore
+
+    server = start_hive_metastore(wait=False)
+    yield server
+    server.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_catalog(request) -> CatalogConfig:  # type: ignore[no-untyped-def]
     return request.getfixturevalue(f"{request.param}_catalog")
