@@ -29,9 +29,10 @@ After each faulted run (all faults cleared) and checked through a direct catalog
 * ``next``: the same mode planned again without faults: ``clean`` (nothing left to do), ``repaired`` (the left work
   ran and succeeded, rows unchanged) or ``NOT repaired``.
 
-Limit seen on SeaweedFS: only our pyiceberg reads (inspection, planning: ~10 S3 requests a run, recorded as
-``traffic``) pass the S3 proxy; Spark's S3FileIO reaches the store directly although its catalog is given the proxy's
-``s3.endpoint``, so the S3 schedules exercise our side and the REST schedules both Spark's catalog client and ours.
+Both sides' S3 traffic passes the S3 proxy: our pyiceberg reads (inspection, planning) and Spark's S3FileIO. The
+catalog vends its store's ``s3.endpoint`` in each table's config, which Iceberg's Java REST client puts over the
+client's own properties, so the REST proxy re-vends the S3 proxy's address (``rest_answers_revended`` in
+``traffic``); without that, Spark's reads and writes would go to the store directly.
 
 Usage::
 
@@ -192,7 +193,8 @@ class Bench:
                 self.spark.sql(f"DELETE FROM {ref} WHERE id % 4 = 1")
                 before_oracle, before_spark = self._rows(name)
             s3_schedule, rest_schedule = _schedules(kind, seed, mode, name.split(".")[1])
-            with S3FaultProxy(self.server.s3_endpoint) as s3, S3FaultProxy(self.server.catalog_uri) as rest:
+            with S3FaultProxy(self.server.s3_endpoint) as s3, S3FaultProxy(self.server.catalog_uri,
+                                                                             vend_s3_endpoint=s3.endpoint) as rest:
                 through = CatalogConfig(f"fx_{uuid.uuid4().hex[:8]}", {**self.direct.properties,
                                                                       "uri": rest.endpoint, "s3.endpoint": s3.endpoint})
                 register_catalog(self.spark, through)
@@ -203,7 +205,8 @@ class Bench:
                 rest.clear()
                 served = {"s3": [f"#{f.request} {f.method} {f.path.rsplit('/', 1)[-1][:40]}: {f.fault}" for f in s3.log],
                           "rest": [f"#{f.request} {f.method} {f.path.rsplit('/', 2)[-1]}: {f.fault}" for f in rest.log]}
-                traffic = {"s3_requests": s3.requests, "rest_requests": rest.requests}
+                traffic = {"s3_requests": s3.requests, "rest_requests": rest.requests,
+                           "rest_answers_revended": rest.vended}
             oracle, spark_seen = self._rows(name)
             missing = self._missing_files(name)
             commits, dups = self._duplicates(name, run["plan_id"]) if run["plan_id"] else (0, 0)

@@ -160,7 +160,13 @@ class S3FaultProxy:
     """``with S3FaultProxy(upstream) as proxy:`` then point clients at :attr:`endpoint`; :meth:`fail_next` arms a
     fault, :attr:`faults_served` and :attr:`forwarded` count what happened."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, vend_s3_endpoint: str | None = None) -> None:
+        """``vend_s3_endpoint`` (a proxy in front of an Iceberg REST catalog): the ``s3.endpoint`` the catalog vends
+        in a table's ``config`` is replaced with this one. Iceberg's Java REST client gives a table's FileIO the
+        table config over the client's own properties (as a server that vends credentials and endpoints wants), so
+        without it Spark's S3FileIO would reach the store directly, past an S3 fault proxy."""
+        self.vend_s3_endpoint = vend_s3_endpoint
+        self.vended = 0  # answers whose vended endpoint was replaced
         parts = urlsplit(upstream)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self._rules: list[_Rule] = []
@@ -238,6 +244,19 @@ class S3FaultProxy:
                     return rule.fault
         return None
 
+    def _revend(self, data: bytes) -> bytes:
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            return data
+        config = answer.get("config") if isinstance(answer, dict) else None
+        if not isinstance(config, dict) or "s3.endpoint" not in config:
+            return data
+        config["s3.endpoint"] = self.vend_s3_endpoint
+        with self._lock:
+            self.vended += 1
+        return json.dumps(answer).encode()
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
@@ -273,6 +292,9 @@ class S3FaultProxy:
                     if fault is not None and fault.kind == "lost":
                         self._fail(fault.status)
                         return
+                    if proxy.vend_s3_endpoint and self.path.startswith("/v1/") and response.status == 200 \
+                            and not response.getheader("Content-Encoding"):
+                        data = proxy._revend(data)
                     self.send_response(response.status, response.reason)
                     for key, value in response.getheaders():
                         # A HEAD answer's Content-Length is the object's size (its body is empty): keep it.

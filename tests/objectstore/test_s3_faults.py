@@ -215,3 +215,40 @@ def test_a_minor_commit_whose_answer_is_lost_keeps_every_row_and_commits_once(sp
                      CompactionMode.MINOR, now)
         assert not again.groups, [(p.label, p.status, p.error) for p in outcomes]
     print(f"first MINOR: {[(p.label, p.status, p.error) for p in outcomes]}")
+
+
+def test_spark_rewrite_reads_and_writes_through_s3_faults(spark, rest_catalog: CatalogConfig, object_store) -> None:  # type: ignore[no-untyped-def]
+    """Spark's own S3 traffic (S3FileIO: the rewrite's reads of data and delete files, its writes of new files and
+    metadata) meets 503 SlowDown and connection resets: its S3 client retries them, the MAJOR commits once and every
+    row is the writer's. The catalog vends its store's endpoint in each table's config, which Iceberg's Java client
+    puts over ours, so the REST proxy re-vends the S3 proxy's address: the PUTs seen there are Spark's (our own side
+    only reads)."""
+    from compaction.core.plan import CompactionMode
+    from compaction.demo.workload import WorkloadSpec, generate
+    from compaction.spark.session import register_catalog
+    from compaction.spark.validation import ValidationLevel
+    from icecompact_testing.inprocess import compact_in_process
+    from icecompact_testing.oracle import read_table
+
+    name = f"sparks3_{uuid.uuid4().hex[:8]}.t"
+    workload = generate(spark, rest_catalog, name, WorkloadSpec(seed=13, partitioning="days_ts", commits=2))
+    before = read_table(rest_catalog.load().load_table(workload.identifier))
+    with S3FaultProxy(object_store.s3_endpoint) as s3, \
+            S3FaultProxy(object_store.catalog_uri, vend_s3_endpoint=s3.endpoint) as rest:
+        through = CatalogConfig(f"{rest_catalog.name}_s3faults", {**rest_catalog.properties, "uri": rest.endpoint,
+                                                                  "s3.endpoint": s3.endpoint})
+        register_catalog(spark, through)
+        s3.slow_down_next(2, method="GET", path=r"\.parquet$", retry_after_s=1)
+        s3.reset_next(2, method="GET", path=r"\.parquet$")
+        s3.slow_down_next(1, method="PUT", path=r"\.parquet$", retry_after_s=1)
+        run = compact_in_process(spark, through, name, CompactionMode.MAJOR, level=ValidationLevel.COUNT,
+                                 overrides={"major_full_rewrite": True}, clean=True)
+        assert rest.vended > 0, "the catalog vended no s3.endpoint: Spark's traffic did not go through the S3 proxy"
+        assert s3.pending() == 0, f"faults not served: {s3.log}"
+        puts = [f for f in s3.log if f.method == "PUT"]
+        assert puts, "no PUT met a fault: Spark's writes did not go through the proxy"
+    loaded = rest_catalog.load().load_table(workload.identifier)
+    after = read_table(loaded)
+    assert after.rows == before.rows
+    assert not after.applicable_deletes
+    assert run.plan.groups
