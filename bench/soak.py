@@ -11,6 +11,7 @@ full compaction for the scan reference.
 Writes ``bench/results/soak.{txt,json,png}``; prints every goal as met / not met::
 
     .venv/bin/python bench/soak.py [--minutes 15] [--size s] [--formats 2,3]
+    .venv/bin/python bench/soak.py --writer flink --path health   # a Flink upsert job as the writer: soak_flink.*
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ def main() -> int:
     ap.add_argument("--path", default="cron", choices=("cron", "health"),
                     help="cron: iceberg_compaction every minute, a spark-submit per job group; health: the "
                          "event-driven iceberg_compaction_on_health feeding the resident executor (issue 23)")
+    ap.add_argument("--writer", default="spark", choices=("spark", "flink"),
+                    help="spark: our CDC writer process (streaming upserts + Spark DELETE / MERGE); flink: a Flink "
+                         "upsert job (PyFlink, Iceberg's Flink sink, PRIMARY KEY, checkpoint every second) on a table "
+                         "of its own schema; no PostgreSQL outage (the job runs without restarts)")
     ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
     ap.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE", type=table_property,
                     help="set on the soak table before the writer starts (repeatable), e.g. "
@@ -140,10 +145,12 @@ def main() -> int:
                     help="--maintenance: compacted history the table starts with (MiB)")
     args = ap.parse_args()
     if args.out is None:
-        args.out = str(RESULTS_DIR / ("soak_health" if args.path == "health" else "soak"))
+        args.out = str(RESULTS_DIR / ("soak_flink" if args.writer == "flink" else
+                                      "soak_health" if args.path == "health" else "soak"))
     if args.maintenance:
         return maintenance_main(args)
 
+    from icecompact_testing.flink_soak import config_for_flink
     from icecompact_testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak
 
     reports: dict[int, dict[str, Any]] = {}
@@ -162,7 +169,8 @@ def main() -> int:
         from compaction.spark.session import SparkSettings, build_session
 
         workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
-        header = (f"soak ({args.path} path): {args.minutes:g} min per format, size {args.size}, work folder "
+        header = (f"soak ({args.path} path, {args.writer} writer): {args.minutes:g} min per format, size "
+                  f"{args.size if args.writer == 'spark' else '(Flink stream)'}, work folder "
                   f"{workroot}" + (f", table properties {dict(args.table_property)}" if args.table_property else ""))
         lines = [header, ""]
         spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
@@ -170,6 +178,8 @@ def main() -> int:
             for version in (int(v) for v in args.formats.split(",")):
                 config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version,
                                     scan_every=args.scan_every, path=args.path, policy=dict(args.table_property))
+                if args.writer == "flink":
+                    config = config_for_flink(config)
                 t0 = time.time()
                 report = run_soak(config, workroot / f"v{version}", spark=spark)
                 goals = evaluate(report, minor_trigger(config))

@@ -90,12 +90,15 @@ def _key(spec: StreamSpec, i: int) -> tuple[str, int]:
     return REGIONS[ident % spec.regions], ident
 
 
-def cdc_events(spec: StreamSpec, batches: int) -> Iterator[list[dict[str, Any]]]:
-    """The first ``batches`` batches of the stream, Debezium change events (``op`` c/u/d with before/after images)
-    as a CDC source emits them: an insert for an absent key, an update of a present one, deletes of present keys."""
+def cdc_events(spec: StreamSpec, batches: int | None) -> Iterator[list[dict[str, Any]]]:
+    """The first ``batches`` batches of the stream (``None``: endless), Debezium change events (``op`` c/u/d with
+    before/after images) as a CDC source emits them: an insert for an absent key, an update of a present one, deletes
+    of present keys."""
     state: dict[tuple[str, int], dict[str, Any]] = {}
     i = 0
-    for _ in range(batches):
+    while batches is None or batches > 0:
+        if batches is not None:
+            batches -= 1
         batch: list[dict[str, Any]] = []
         for _ in range(spec.batch_events):
             key = _key(spec, i)
@@ -148,27 +151,31 @@ def fetch_jars() -> list[Path]:
     """Fetch the pinned jars (idempotent, digests checked) into the project's Maven cache."""
     from compaction.spark.artifacts import JDBC_DRIVERS, fetch
 
-    sqlite = [j for j in JDBC_DRIVERS if j.artifact == "sqlite-jdbc"]
-    return fetch((*_maven_jars(), *sqlite))
+    return fetch((*_maven_jars(), *JDBC_DRIVERS))
 
 
 def jar_paths() -> list[Path]:
     from compaction.spark.artifacts import JDBC_DRIVERS, cached_path
 
-    return [cached_path(j) for j in (*_maven_jars(), *(j for j in JDBC_DRIVERS if j.artifact == "sqlite-jdbc"))]
+    return [cached_path(j) for j in (*_maven_jars(), *JDBC_DRIVERS)]
 
 
 def flink_catalog_options(catalog: CatalogConfig) -> dict[str, str]:
-    """Flink's Iceberg catalog for ``catalog`` (a SQLite one): Iceberg's JdbcCatalog on the same database, under the
-    same catalog name (the JDBC catalog keys its rows by it), with pyiceberg's V1 schema, as CatalogConfig.spark_conf
-    sets up Spark's."""
-    spark = catalog.spark_conf()
+    """Flink's Iceberg catalog for ``catalog`` (a SQL one: SQLite or PostgreSQL): Iceberg's JdbcCatalog on the same
+    database, under the same catalog name (the JDBC catalog keys its rows by it), with pyiceberg's V1 schema, as
+    CatalogConfig.spark_conf sets up Spark's (the password included: the options go to the job's 0600 config file)."""
+    spark = {**catalog.spark_conf(), **catalog.spark_secret_conf()}
     prefix = f"spark.sql.catalog.{catalog.name}"
-    if spark.get(f"{prefix}.type") != "jdbc" or not spark[f"{prefix}.uri"].startswith("jdbc:sqlite:"):
-        raise ValueError(f"catalog {catalog.name!r}: the Flink writer supports SQLite catalogs only")
-    return {"type": "iceberg", "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-            "uri": spark[f"{prefix}.uri"], "warehouse": spark[f"{prefix}.warehouse"],
-            "jdbc.schema-version": "V1"}
+    if spark.get(f"{prefix}.type") != "jdbc" or not spark[f"{prefix}.uri"].startswith(("jdbc:sqlite:",
+                                                                                          "jdbc:postgresql:")):
+        raise ValueError(f"catalog {catalog.name!r}: the Flink writer supports SQLite and PostgreSQL catalogs only")
+    options = {"type": "iceberg", "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+               "uri": spark[f"{prefix}.uri"], "warehouse": spark[f"{prefix}.warehouse"],
+               "jdbc.schema-version": "V1"}
+    for key in ("jdbc.user", "jdbc.password"):
+        if f"{prefix}.{key}" in spark:
+            options[key] = spark[f"{prefix}.{key}"]
+    return options
 
 
 class FlinkWriter:
@@ -180,6 +187,10 @@ class FlinkWriter:
     def __init__(self, workdir: Path, proc: subprocess.Popen[bytes], spec: StreamSpec, tables: dict[str, int],
                  batches_fed: int = 0) -> None:
         self.workdir, self.proc, self.spec, self.tables, self.batches_fed = workdir, proc, spec, tables, batches_fed
+        # The stream read on as batches are fed (generating it from its start at every feed is quadratic).
+        self._stream = cdc_events(spec, None)
+        for _ in range(batches_fed):
+            next(self._stream)
         self.log_path = workdir / "flink.log"
 
     def source_dir(self, table: str) -> Path:
@@ -197,6 +208,7 @@ class FlinkWriter:
                               "source_dir": str(workdir / "source" / t)} for t, v in tables.items()],
                   "checkpoint_interval_ms": checkpoint_interval_ms, "spec": asdict(spec)}
         (workdir / JOB_CONFIG).write_text(json.dumps(config, indent=2))
+        os.chmod(workdir / JOB_CONFIG, 0o600)  # a PostgreSQL catalog's password
         log = open(workdir / "flink.log", "ab")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_", "PYTHONPATH"))}
         env["FLINK_LOG_DIR"] = str(workdir / "log")  # the mini-cluster's own log4j files, for a failure's cause
@@ -228,16 +240,20 @@ class FlinkWriter:
         except FileNotFoundError:
             return ""
 
-    def feed(self, batches: int = 1) -> None:
-        """Drop the next ``batches`` batches, one file each; the source picks a file up only once it has its final
-        name (files starting with ``.`` are hidden from it), so it never reads half a batch."""
-        events = list(cdc_events(self.spec, self.batches_fed + batches))
-        for b in range(self.batches_fed, self.batches_fed + batches):
+    def feed(self, batches: int = 1, *, one_file: bool = False) -> list[list[dict[str, Any]]]:
+        """Drop the next ``batches`` batches, one file each (``one_file``: all in one file, in order), and return
+        them; the source picks a file up only once it has its final name (files starting with ``.`` are hidden from
+        it), so it never reads half a batch. Files found in one scan of the directory are not read in name order:
+        feed the next file only once the previous one is committed (or read), or the stream's order is lost."""
+        fed = [next(self._stream) for _ in range(batches)]
+        files = [(self.batches_fed, fed)] if one_file else [(self.batches_fed + i, [b]) for i, b in enumerate(fed)]
+        for number, content in files:
             for table in self.tables:
-                tmp = self.source_dir(table) / f".batch-{b:05d}.json"
-                tmp.write_text("".join(json.dumps(e) + "\n" for e in events[b]))
-                tmp.rename(self.source_dir(table) / f"batch-{b:05d}.json")
+                tmp = self.source_dir(table) / f".batch-{number:05d}.json"
+                tmp.write_text("".join(json.dumps(e) + "\n" for batch in content for e in batch))
+                tmp.rename(self.source_dir(table) / f"batch-{number:05d}.json")
         self.batches_fed += batches
+        return fed
 
     def expected(self) -> dict[tuple[str, int], tuple[str, int, int, str]]:
         """The live row per key once every batch fed is committed."""

@@ -68,7 +68,7 @@ class SoakConfig:
     #: within it, so the kill may land after one of the job's commits (that commit is then checked post hoc).
     kill_delay_s: float = 0.3
     kill_scheduler_at: float = 0.40
-    postgres_outage_at: float = 0.60
+    postgres_outage_at: float | None = 0.60  # None: no outage
     postgres_outage_s: float = 10.0
     policy: Mapping[str, str] = field(default_factory=dict)  # table properties (compaction.*)
     final_timeout_s: float = 900.0
@@ -80,6 +80,14 @@ class SoakConfig:
     #: How long the run may go on past ``duration_s`` while a fault is still pending: on a slow machine the armed
     #: job may not reach its rewrite within the run, and a soak whose fault never happened proves nothing.
     fault_extension_s: float = 300.0
+    #: ``spark``: our writer process (:class:`SoakWriter`); ``flink``: a Flink upsert job
+    #: (:mod:`icecompact_testing.flink_soak`) on a table of its own schema, fed ``flink_batch_events`` CDC events
+    #: over ``flink_keys`` primary keys every ``commit_interval_s``, after ``flink_base_batches`` for the base.
+    writer: str = "spark"
+    flink_keys: int = 200_000
+    flink_batch_events: int = 2_000
+    flink_base_batches: int = 60
+    flink_checkpoint_ms: int = 1_000
 
     @property
     def dag_id(self) -> str:
@@ -494,10 +502,8 @@ def _sample(catalog: CatalogConfig, table_name: str) -> dict[str, Any]:
 
 def _scan(spark: Any, ref: str) -> tuple[float, int]:
     """A fixed full scan: every column of every live row (count and a hash over all columns). (seconds, rows)"""
-    from icecompact_testing.bulk import COLUMN_NAMES
-
     spark.sql(f"REFRESH TABLE {ref}")
-    columns = ", ".join(COLUMN_NAMES)
+    columns = ", ".join(f"`{c}`" for c in spark.table(ref).columns)
     t0 = time.perf_counter()
     # decimal: a 64-bit sum of hashes overflows, an error under ANSI mode (Spark 4's default)
     rows = spark.sql(f"SELECT count(*), sum(cast(xxhash64({columns}) AS decimal(38,0))) FROM {ref}").collect()[0][0]
@@ -626,7 +632,8 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
             "catalog": {"name": catalog.name, "properties": dict(catalog.properties)}}))
         os.chmod(workdir / WRITER_CONFIG, 0o600)  # the catalog's password
 
-        log(f"soak: building the {config.size} table (v{config.format_version}) in the writer process ...")
+        table_kind = f"{config.size} table" if config.writer == "spark" else "Flink writer's table"
+        log(f"soak: building the {table_kind} (v{config.format_version}) in the writer process ...")
         writer_log = open(workdir / "writer.log", "ab")
         writer = subprocess.Popen([sys.executable, "-m", "icecompact_testing.soak", "writer", str(workdir)],
                                   env=base_env, stdout=writer_log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -692,8 +699,9 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
 def _main_loop(config: SoakConfig, workdir: Path, report: SoakReport, cluster: Any, airflow: _Airflow, spark: Any,
                catalog: CatalogConfig, ref: str, start: float, log: Callable[[str], None], ledger_url: str) -> None:
     token = workdir / "kill-token"
-    pending = {"kill_job": config.kill_job_at, "kill_scheduler": config.kill_scheduler_at,
-               "postgres_outage": config.postgres_outage_at} if config.faults else {}
+    pending = {"kill_job": config.kill_job_at, "kill_scheduler": config.kill_scheduler_at} if config.faults else {}
+    if config.faults and config.postgres_outage_at is not None:
+        pending["postgres_outage"] = config.postgres_outage_at
     stop = threading.Event()
     sampler = threading.Thread(target=_sampler, args=(config, report, spark, catalog, ref, start, stop, log),
                                daemon=True)
@@ -983,6 +991,17 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
         "figure": f"{stream['commits']} commits; failed attempts {stream['failed_attempts']} "
                   f"({stream['failed_attempts_in_outage']} during the PostgreSQL outage); latency p50 "
                   f"{stream['latency_p50_s']} s, p99 {stream['latency_p99_s']} s, max {stream['latency_max_s']} s"}
+    flink_job = next((e for e in report.writer_events if e.get("kind") == "flink_job"), None)
+    if flink_job is not None:
+        flink_commits = next((e.get("commits") for e in report.writer_events if e.get("kind") == "flink_commits"), None)
+        goals["flink_job_never_failed"] = {
+            "met": bool(flink_job.get("ok")),
+            "figure": f"job {flink_job.get('state')} after {flink_job.get('batches')} batches, {flink_commits} Flink "
+                      f"commits (no restart, no failed checkpoint tolerated: any failed commit fails the job)"
+                      + (f"; error {flink_job.get('error')}" if flink_job.get("error") else "")}
+        kinds = Counter((p["kind"], p["reason"].split(" -> ")[0][:80]) for r in report.runs for p in r["partitions"])
+        goals["planner_decisions_on_flink_commits"] = {
+            "met": True, "figure": "; ".join(f"{kind} x{n}: {reason}" for (kind, reason), n in kinds.most_common(6))}
     dml = {k: writer[k] for k in ("delete", "merge")}
     goals["position_delete_commit_conflicts_reported"] = {
         "met": True, "figure": ", ".join(f"{k}: {v['commits']} commits, {v['failed_attempts']} failed attempts "
@@ -1077,7 +1096,12 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 2 and args[0] == "writer":
-        return SoakWriter(Path(args[1])).run()
+        workdir = Path(args[1])
+        if json.loads((workdir / WRITER_CONFIG).read_text())["config"].get("writer") == "flink":
+            from icecompact_testing.flink_soak import FlinkSoakWriter
+
+            return FlinkSoakWriter(workdir).run()
+        return SoakWriter(workdir).run()
     print("usage: python -m icecompact_testing.soak writer WORKDIR (the soak's writer process; see bench/soak.py)",
           file=sys.stderr)
     return 2
