@@ -31,12 +31,9 @@ import pytest
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
-from compaction.core.planner import plan
-from compaction.core.policy import CompactionPolicy
-from compaction.metadata.inspect import inspect_table
-from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing import engines as E
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table, rows_diff, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -108,14 +105,6 @@ def check_engines(spark: Any, catalog: CatalogConfig, ref: str, identifier: tupl
     return outcomes
 
 
-def _compact(spark: Any, catalog: CatalogConfig, name: str, mode: CompactionMode) -> None:
-    state = inspect_table(catalog, name)
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties), mode, NOW)
-    parts = [p for g in the_plan.groups for p in run_group(spark, the_plan, g.group_id, level=ValidationLevel.NONE).partitions]
-    assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in parts), [(p.label, p.status, p.error) for p in parts]
-    assert any(p.status == COMMITTED for p in parts), f"{mode}: nothing committed on {name}"
-
-
 def _clone(spark: Any, catalog: CatalogConfig, namespace: str, name: str, clone: str) -> None:
     metadata_file = catalog.load().load_table((namespace, name)).metadata_location
     spark.sql(f"CALL {catalog.name}.system.register_table(table => '{namespace}.{clone}', "
@@ -127,9 +116,11 @@ def _minor_then_major_on_a_clone(spark: Any, catalog: CatalogConfig, namespace: 
     ref = f"{catalog.name}.{namespace}.{name}"
     outcomes = {"before": check_engines(spark, catalog, ref, (namespace, name), "before", request)}
     _clone(spark, catalog, namespace, name, f"{name}_major")
-    _compact(spark, catalog, f"{namespace}.{name}", CompactionMode.MINOR)
+    compact_in_process(spark, catalog, f"{namespace}.{name}", CompactionMode.MINOR, level=ValidationLevel.NONE, now=NOW,
+                       clean=True)
     outcomes["minor"] = check_engines(spark, catalog, ref, (namespace, name), "minor", request)
-    _compact(spark, catalog, f"{namespace}.{name}_major", CompactionMode.MAJOR)
+    compact_in_process(spark, catalog, f"{namespace}.{name}_major", CompactionMode.MAJOR, level=ValidationLevel.NONE,
+                       now=NOW, clean=True)
     outcomes["major"] = check_engines(spark, catalog, f"{ref}_major", (namespace, f"{name}_major"), "major", request)
     return outcomes
 
@@ -173,7 +164,8 @@ def test_one_dv_per_puffin_file_leaves_duckdb_nothing_to_misread(spark, sqlite_c
     ref = f"{sqlite_catalog.name}.bulk.events"
     spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('compaction.one-dv-per-puffin-file' = 'true')")
     generated = {s.snapshot_id for s in sqlite_catalog.load().load_table(("bulk", "events")).snapshots()}
-    _compact(spark, sqlite_catalog, "bulk.events", CompactionMode.MINOR)
+    compact_in_process(spark, sqlite_catalog, "bulk.events", CompactionMode.MINOR, level=ValidationLevel.NONE, now=NOW,
+                       clean=True)
     dvs = [(r["snapshot_id"], r["path"]) for r in spark.sql(
         f"SELECT snapshot_id, data_file.file_path AS path FROM {ref}.entries "
         f"WHERE status < 2 AND data_file.content = 1 AND data_file.file_format = 'PUFFIN'").collect()]

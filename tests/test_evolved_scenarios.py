@@ -35,7 +35,7 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
-from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
+from compaction.spark.job import COMMITTED, run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing import engines as E
 from icecompact_testing.evolution import (
@@ -46,6 +46,7 @@ from icecompact_testing.evolution import (
     EvolvedScenario,
     generate,
 )
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import OracleResult, read_table, rows_diff, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -180,24 +181,17 @@ def check_engines(spark: Any, table: Any, ref: str, expected: Counter[tuple[Any,
                       f"defect); with the cache off it reads Spark's rows", stacklevel=1)
 
 
-def _compact(spark: Any, catalog: CatalogConfig, name: str, mode: str, level: ValidationLevel) -> list[Any]:
+def _overrides(catalog: CatalogConfig, name: str, mode: str) -> dict[str, object]:
+    """The policy overrides of ``mode`` at test scale: about half of the files are fragments, none is a small
+    segment (as in test_minor)."""
     state = inspect_table(catalog, name)
     sizes = sorted(f.size_bytes for p in state.partitions for f in p.data_files)
     median = sizes[len(sizes) // 2]
-    # Test scale: about half of the files are fragments, none is a small segment (as in test_minor).
     overrides: dict[str, object] = {"target_file_size_bytes": 8 * median, "min_file_size_bytes": median}
     if mode == "major_full":
         overrides["major_full_rewrite"] = True
     overrides.update(_LAYOUT.get(mode, {}))
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), _MODE[mode], NOW)
-    if mode in _FULL:
-        assert all(t.full_rewrite for t in the_plan.tasks)
-    outcomes = [p for g in the_plan.groups
-                for p in run_group(spark, the_plan, g.group_id, level=level).partitions]
-    assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in outcomes), \
-        "\n".join(f"{p.label} {p.kind} {p.status}: {p.error}" for p in outcomes)
-    assert any(p.status == COMMITTED for p in outcomes), f"{mode}: nothing committed"
-    return outcomes
+    return overrides
 
 
 # Tests ----------------------------------------------------------------------------------------------------------
@@ -290,7 +284,12 @@ def test_compaction_on_evolved_table(spark, evolved_catalog: CatalogConfig, scen
     request.node.user_properties.append(("scenario", scenario.spec.describe()))
 
     level = ValidationLevel.CHECKSUM if seed % 2 else ValidationLevel.COUNT
-    outcomes = _compact(spark, evolved_catalog, f"{namespace}.{name}", mode, level)
+    run = compact_in_process(spark, evolved_catalog, f"{namespace}.{name}", _MODE[mode], level=level, now=NOW,
+                             overrides=_overrides(evolved_catalog, f"{namespace}.{name}", mode))
+    if mode in _FULL:
+        assert all(t.full_rewrite for t in run.plan.tasks)
+    run.assert_clean()
+    outcomes = run.partitions
     kinds = Counter(p.kind for p in outcomes if p.status == COMMITTED)
     request.node.user_properties.append(("committed", dict(kinds)))
 

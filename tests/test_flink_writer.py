@@ -14,17 +14,13 @@ import datetime as dt
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
-from compaction.core.planner import plan
-from compaction.core.policy import CompactionPolicy
 from compaction.core.results import PartitionResult, PartitionStatus
-from compaction.metadata.inspect import inspect_table
-from compaction.spark.job import run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing.flink import FlinkWriter, StreamSpec
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import OracleResult, read_table, spark_rows
 
 TABLES = {"flink.v2": 2, "flink.v3": 3}
@@ -35,16 +31,6 @@ SPEC = StreamSpec(seed=23, regions=2)
 MAX_RETRIES = 8
 COMMITTED, CONFLICT = PartitionStatus.COMMITTED, PartitionStatus.CONFLICT
 SETTLED = (COMMITTED, PartitionStatus.NO_OP, PartitionStatus.SKIPPED)
-
-
-def _compact(spark: Any, catalog: CatalogConfig, table: str, mode: CompactionMode,
-             level: ValidationLevel = ValidationLevel.COUNT) -> list[PartitionResult]:
-    state = inspect_table(catalog, table)
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, None), mode,
-                           dt.datetime.now(dt.timezone.utc))
-    results = [run_group(spark, compaction_plan, g.group_id, level=level, max_retries=MAX_RETRIES)
-               for g in compaction_plan.groups]
-    return [p for r in results for p in r.partitions]
 
 
 def _read(catalog: CatalogConfig, table: str) -> OracleResult:
@@ -105,7 +91,9 @@ def test_flink_upsert_writer_beside_minor_and_major(spark, sqlite_catalog: Catal
             def compact(name: str = name, mode: CompactionMode = mode, errors: list[BaseException] = errors) -> None:
                 try:
                     for table in TABLES:
-                        outcomes[name] += _compact(spark, catalog, table, mode)
+                        run = compact_in_process(spark, catalog, table, mode, now=dt.datetime.now(dt.timezone.utc),
+                                                 max_retries=MAX_RETRIES)
+                        outcomes[name] += run.partitions
                 except BaseException as e:  # noqa: BLE001  (re-raised in the test's thread)
                     errors.append(e)
 
@@ -146,7 +134,8 @@ def test_flink_upsert_writer_beside_minor_and_major(spark, sqlite_catalog: Catal
         # The final MINOR, the writer stopped: every equality delete converted, the rows kept.
         before = _read(catalog, table)
         assert any(d.delete_kind == "equality" for d in before.delete_files), "Flink's last batches left none"
-        results = _compact(spark, catalog, table, CompactionMode.MINOR, ValidationLevel.CHECKSUM)
+        results = compact_in_process(spark, catalog, table, CompactionMode.MINOR, level=ValidationLevel.CHECKSUM,
+                                     now=dt.datetime.now(dt.timezone.utc), max_retries=MAX_RETRIES).partitions
         assert all(p.status in SETTLED for p in results), \
             "\n".join(f"{p.label} {p.status} {p.reason} {p.error}" for p in results)
         after = _read(catalog, table)

@@ -14,6 +14,7 @@ from compaction.metadata.inspect import inspect_table
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing import random_shape_seeds
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
@@ -22,15 +23,6 @@ SEEDS = random_shape_seeds(100)  # random table shapes (icecompact_testing)
 
 
 FULL = {"major_full_rewrite": True}  # the classic MAJOR: every file a delete applies to is rewritten
-
-
-def _compact_major(spark, catalog: CatalogConfig, table_name: str, level: ValidationLevel,  # type: ignore[no-untyped-def]
-                   overrides: dict[str, object] | None = None):
-    state = inspect_table(catalog, table_name)
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides or FULL), CompactionMode.MAJOR,
-                           NOW)
-    results = [run_group(spark, compaction_plan, g.group_id, level=level) for g in compaction_plan.groups]
-    return compaction_plan, results
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -46,8 +38,8 @@ def test_major_preserves_rows_on_random_cdc_tables(spark, request, seed: int) ->
 
     # Every level is exercised; most seeds skip the Spark re-reads to keep the suite fast (the oracle checks).
     level = [ValidationLevel.CHECKSUM, ValidationLevel.COUNT, ValidationLevel.NONE, ValidationLevel.NONE][seed % 4]
-    compaction_plan, results = _compact_major(spark, catalog, "cdc.t", level)
-    outcomes = [p for r in results for p in r.partitions]
+    run = compact_in_process(spark, catalog, "cdc.t", CompactionMode.MAJOR, level=level, overrides=FULL, now=NOW)
+    compaction_plan, outcomes = run.plan, run.partitions
     assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
     # A partition is skipped only when an earlier rewrite (whose filter also matched it, e.g. across specs)
     # already took care of it.
@@ -86,7 +78,7 @@ def test_major_rolls_back_a_commit_that_fails_validation(spark, sqlite_catalog: 
 
     monkeypatch.setattr(group_reads, "fingerprint", lying_fingerprint)
     monkeypatch.setattr(group_reads, "snapshot_fingerprints", lying_fingerprints)
-    _, results = _compact_major(spark, sqlite_catalog, "cdc.v", ValidationLevel.COUNT)
+    results = compact_in_process(spark, sqlite_catalog, "cdc.v", CompactionMode.MAJOR, overrides=FULL, now=NOW).groups
     statuses = {p.status for r in results for p in r.partitions}
     assert statuses == {"rolled_back"}
     assert all(r.exit_code == 9 for r in results)
@@ -139,10 +131,10 @@ def test_selective_major_rewrites_small_and_delete_heavy_files_only(spark, reque
     overrides = fragment_overrides(state)
     small_limit = int(overrides["min_file_size_bytes"])
     ratio = 0.1
-    compaction_plan, results = _compact_major(spark, catalog, "cdc.sel", ValidationLevel.COUNT,
-                                              {**overrides, "major_segment_delete_ratio": ratio})
-    assert not any(t.full_rewrite for t in compaction_plan.tasks)
-    outcomes = [p for r in results for p in r.partitions]
+    run = compact_in_process(spark, catalog, "cdc.sel", CompactionMode.MAJOR,
+                             overrides={**overrides, "major_segment_delete_ratio": ratio}, now=NOW)
+    assert not any(t.full_rewrite for t in run.plan.tasks)
+    outcomes = run.partitions
     assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
 
     after = read_table(pyiceberg_catalog.load_table(workload.identifier))

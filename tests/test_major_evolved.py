@@ -10,27 +10,15 @@ import pytest
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
-from compaction.core.planner import plan
-from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
-from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
-from compaction.spark.validation import ValidationLevel
 from compaction.demo import workload
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import OracleResult, read_table
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 UNPARTITIONED_TO_REGION = "ADD PARTITION FIELD region"
-
-
-def _compact(spark, catalog: CatalogConfig, table_name: str, overrides: dict[str, object]):  # type: ignore[no-untyped-def]
-    state = inspect_table(catalog, table_name)
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), CompactionMode.MAJOR, NOW)
-    results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT) for g in the_plan.groups]
-    outcomes = [p for r in results for p in r.partitions]
-    assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
-    return the_plan, outcomes
 
 
 def _unpartitioned_spec_ids(table) -> set[int]:  # type: ignore[no-untyped-def]
@@ -74,8 +62,10 @@ def test_selective_major_rewrites_a_lone_small_file_with_deletes(spark, sqlite_c
     lone_files = {f.path for f in before.data_files if f.file_size_in_bytes < small_limit}
     assert lone_files <= set(before.applicable_deletes), "both small files carry a delete before"
 
-    the_plan, _ = _compact(spark, sqlite_catalog, "ev.lone",
-                           {"target_file_size_bytes": 8 * sizes[2], "min_file_size_bytes": small_limit})
+    run = compact_in_process(spark, sqlite_catalog, "ev.lone", CompactionMode.MAJOR, now=NOW,
+                             overrides={"target_file_size_bytes": 8 * sizes[2], "min_file_size_bytes": small_limit})
+    run.assert_finished()
+    the_plan = run.plan
     assert the_plan.tasks and not any(t.full_rewrite for t in the_plan.tasks)
 
     after = read_table(sqlite_catalog.load().load_table(("ev", "lone")))
@@ -117,9 +107,11 @@ def test_full_rewrite_major_leaves_no_delete_on_an_evolved_table_with_global_equ
     sizes = sorted(f.file_size_in_bytes for f in before.data_files)
     median = sizes[len(sizes) // 2]
 
-    the_plan, _ = _compact(spark, sqlite_catalog, "ev.full", {"major_full_rewrite": True,
-                                                                 "target_file_size_bytes": 8 * median,
-                                                                 "min_file_size_bytes": median})
+    run = compact_in_process(spark, sqlite_catalog, "ev.full", CompactionMode.MAJOR, now=NOW,
+                             overrides={"major_full_rewrite": True, "target_file_size_bytes": 8 * median,
+                                        "min_file_size_bytes": median})
+    run.assert_finished()
+    the_plan = run.plan
     assert all(t.full_rewrite for t in the_plan.tasks)
 
     table = pyiceberg_catalog.load_table(wl.identifier)
@@ -208,9 +200,11 @@ def test_major_of_an_evolved_table_rewrites_every_file_once(spark, sqlite_catalo
     sizes = sorted(f.file_size_in_bytes for f in before.data_files)
     median = sizes[len(sizes) // 2]
 
-    the_plan, outcomes = _compact(spark, sqlite_catalog, "ev.once", {"major_full_rewrite": True,
-                                                                     "target_file_size_bytes": 8 * median,
-                                                                     "min_file_size_bytes": median})
+    run = compact_in_process(spark, sqlite_catalog, "ev.once", CompactionMode.MAJOR, now=NOW,
+                             overrides={"major_full_rewrite": True, "target_file_size_bytes": 8 * median,
+                                        "min_file_size_bytes": median})
+    run.assert_finished()
+    the_plan, outcomes = run.plan, run.partitions
     keys = {t.partition for t in the_plan.tasks}
     assert any(k.is_unpartitioned for k in keys) and len({k.spec_id for k in keys}) == 2
     assert len(the_plan.groups) == 1

@@ -14,13 +14,10 @@ import pytest
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
 from compaction.core.plan import CompactionKind, CompactionMode
-from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
-from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
 from compaction.core.results import COMMITTED, FAILED, NO_OP, SKIPPED
-from compaction.spark.job import run_group
-from compaction.spark.validation import ValidationLevel
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
@@ -29,14 +26,6 @@ SORT = {"major_strategy": "sort", "major_sort_columns": "amount DESC NULLS LAST,
 ZORDER = {"major_strategy": "zorder", "major_sort_columns": "amount, id"}
 #: (seed, strategy): both format versions, several partitionings (checked by the first test).
 CASES = [(101, "sort"), (102, "zorder"), (105, "sort"), (106, "zorder")]
-
-
-def _compact(spark: Any, catalog: CatalogConfig, name: str, overrides: dict[str, object],
-             level: ValidationLevel = ValidationLevel.COUNT) -> tuple[Any, list[Any]]:
-    state = inspect_table(catalog, name)
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), CompactionMode.MAJOR, NOW)
-    outcomes = [p for g in the_plan.groups for p in run_group(spark, the_plan, g.group_id, level=level).partitions]
-    return the_plan, outcomes
 
 
 def _data_files(spark: Any, ref: str) -> list[tuple[str, int, int]]:
@@ -77,7 +66,8 @@ def test_clustered_major_keeps_rows_and_rewrites_every_file(spark, request, seed
     before = read_table(catalog.load().load_table(workload.identifier))
     files_before = {p for p, _, _ in _data_files(spark, workload.table)}
     overrides = SORT if strategy == "sort" else ZORDER
-    the_plan, outcomes = _compact(spark, catalog, "cdc.t", overrides)
+    run = compact_in_process(spark, catalog, "cdc.t", CompactionMode.MAJOR, overrides=overrides, now=NOW)
+    the_plan, outcomes = run.plan, run.partitions
     majors = [d for d in the_plan.decisions if d.kind is CompactionKind.MAJOR]
     assert majors and all(t.full_rewrite for t in the_plan.tasks)
     assert all(strategy in d.reason and "every data file" in d.reason for d in majors), [d.reason for d in majors]
@@ -109,7 +99,8 @@ def test_binpack_writes_in_the_table_sort_order(spark, sqlite_catalog: CatalogCo
     assert order_id > 0
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
     files_before = {p for p, _, _ in _data_files(spark, workload.table)}
-    _, outcomes = _compact(spark, sqlite_catalog, "cdc.sorted", {"major_full_rewrite": True})
+    outcomes = compact_in_process(spark, sqlite_catalog, "cdc.sorted", CompactionMode.MAJOR,
+                                  overrides={"major_full_rewrite": True}, now=NOW).partitions
     assert any(p.status == COMMITTED for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
     assert read_table(sqlite_catalog.load().load_table(workload.identifier)).rows == before.rows
     new_files = [(p, o) for p, o, _ in _data_files(spark, workload.table) if p not in files_before]
@@ -123,8 +114,9 @@ def test_binpack_writes_in_the_table_sort_order(spark, sqlite_catalog: CatalogCo
 def test_unknown_sort_column_fails_with_nothing_changed(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
     workload = generate(spark, sqlite_catalog, "cdc.badsort", WorkloadSpec.random(104))
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
-    _, outcomes = _compact(spark, sqlite_catalog, "cdc.badsort",
-                           {"major_strategy": "sort", "major_sort_columns": "no_such_column"})
+    bad_sort = {"major_strategy": "sort", "major_sort_columns": "no_such_column"}
+    outcomes = compact_in_process(spark, sqlite_catalog, "cdc.badsort", CompactionMode.MAJOR, overrides=bad_sort,
+                                  now=NOW).partitions
     assert outcomes and all(p.status == FAILED for p in outcomes), [(p.status, p.error) for p in outcomes]
     assert all("no column 'no_such_column'" in (p.error or "") for p in outcomes), [p.error for p in outcomes]
     after = read_table(sqlite_catalog.load().load_table(workload.identifier))

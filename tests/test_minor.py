@@ -18,6 +18,7 @@ from compaction.spark import task as task_module
 from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing import random_shape_seeds
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 
@@ -51,14 +52,6 @@ def fragment_overrides(state) -> dict[str, int]:  # type: ignore[no-untyped-def]
     return {"target_file_size_bytes": 8 * median, "min_file_size_bytes": median}
 
 
-def _compact(spark, catalog: CatalogConfig, table_name: str, mode: CompactionMode, level: ValidationLevel,  # type: ignore[no-untyped-def]
-             overrides: dict[str, object] | None = None):
-    state = inspect_table(catalog, table_name)
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), mode, NOW)
-    results = [run_group(spark, compaction_plan, g.group_id, level=level) for g in compaction_plan.groups]
-    return compaction_plan, results
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed: int) -> None:  # type: ignore[no-untyped-def]
     catalog: CatalogConfig = request.getfixturevalue("postgres_catalog" if seed % 2 else "sqlite_catalog")
@@ -73,8 +66,8 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
     level = [ValidationLevel.CHECKSUM, ValidationLevel.COUNT, ValidationLevel.NONE][seed % 3]
     overrides = fragment_overrides(inspect_table(catalog, "cdc.m"))
     fragment_limit = overrides["target_file_size_bytes"] // 8
-    compaction_plan, results = _compact(spark, catalog, "cdc.m", CompactionMode.MINOR, level, overrides)
-    outcomes = [p for r in results for p in r.partitions]
+    run = compact_in_process(spark, catalog, "cdc.m", CompactionMode.MINOR, level=level, overrides=overrides, now=NOW)
+    compaction_plan, outcomes = run.plan, run.partitions
     assert all(p.kind == "minor" for p in outcomes)
     assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in outcomes), \
         "\n".join(f"{p.label} {p.status} {p.error}" for p in outcomes)
@@ -190,8 +183,8 @@ def test_minor_on_partition_values_that_need_escaping(spark, sqlite_catalog: Cat
     before = read_table(sqlite_catalog.load().load_table(("odd", "t")))
     assert sum(1 for d in before.delete_files if d.delete_kind == "equality") == 2 * len(regions)
 
-    _, results = _compact(spark, sqlite_catalog, "odd.t", CompactionMode.MINOR, ValidationLevel.CHECKSUM)
-    outcomes = [p for r in results for p in r.partitions]
+    outcomes = compact_in_process(spark, sqlite_catalog, "odd.t", CompactionMode.MINOR, level=ValidationLevel.CHECKSUM,
+                                  now=NOW).partitions
     assert len(outcomes) == len(regions)
     assert all(p.status == COMMITTED for p in outcomes), "\n".join(f"{p.label} {p.status} {p.error}" for p in outcomes)
     assert sum(p.converted_rows for p in outcomes) == sum(1 for i, _, _ in rows if i % 4 in (0, 1, 2))
@@ -299,9 +292,9 @@ def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validate
         seed=41, partitioning="days_ts", days_span=3, commits=3, rows_per_commit=40, evolve_spec=False,
         use_equality_deletes=True, eq_delete_fraction=0.7))
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
-    compaction_plan, results = _compact(spark, sqlite_catalog, "cdc.mg", CompactionMode.MINOR, ValidationLevel.CHECKSUM,
-                                        NO_FRAGMENTS)
-    parts = [p for r in results for p in r.partitions]
+    run = compact_in_process(spark, sqlite_catalog, "cdc.mg", CompactionMode.MINOR, level=ValidationLevel.CHECKSUM,
+                             overrides=NO_FRAGMENTS, now=NOW)
+    compaction_plan, parts = run.plan, run.partitions
     committed = [p for p in parts if p.status == COMMITTED]
     assert len(committed) >= 2 and len(compaction_plan.groups) == 1, [(p.label, p.status, p.error) for p in parts]
     # One conversion commit for the group (a MINOR first rewrites the files Iceberg's planner drops: here files
@@ -363,9 +356,8 @@ def test_a_minor_group_with_nothing_to_merge_runs_no_rewrite_action(  # type: ig
     for module in (job, task_module):
         monkeypatch.setattr(module, "rewrite_partition", counted)
     overrides = fragment_overrides(state) if fragments else NO_FRAGMENTS
-    compaction_plan, results = _compact(spark, sqlite_catalog, name, CompactionMode.MINOR, ValidationLevel.COUNT,
-                                        overrides)
-    parts = [p for r in results for p in r.partitions]
+    run = compact_in_process(spark, sqlite_catalog, name, CompactionMode.MINOR, overrides=overrides, now=NOW)
+    compaction_plan, parts = run.plan, run.partitions
     committed = [p for p in parts if p.status == COMMITTED]
     assert len(committed) >= 2 and len(compaction_plan.groups) == 1, [(p.label, p.status, p.error) for p in parts]
     assert len(calls) == (1 if fragments else 0), calls
@@ -688,11 +680,11 @@ def test_the_rewrite_action_works_after_another_session_became_the_active_one(  
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(other._jsparkSession)
     jvm.org.apache.spark.sql.SparkSession.setDefaultSession(other._jsparkSession)
     try:
-        _, results = _compact(spark, sqlite_catalog, "cdc.act", CompactionMode.MINOR, ValidationLevel.COUNT)
+        run = compact_in_process(spark, sqlite_catalog, "cdc.act", CompactionMode.MINOR, now=NOW)
     finally:
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
         jvm.org.apache.spark.sql.SparkSession.setDefaultSession(spark._jsparkSession)
-    parts = [p for r in results for p in r.partitions]
+    parts = run.partitions
     assert parts and all(p.status == COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     assert sum(p.rewritten_data_files for p in parts) > 0
     assert read_table(sqlite_catalog.load().load_table(workload.identifier)).rows == before.rows

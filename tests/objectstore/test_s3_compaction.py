@@ -25,8 +25,6 @@ import pytest
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionKind, CompactionMode
-from compaction.core.planner import plan
-from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
 from compaction.ops.runner import run_table
@@ -37,9 +35,10 @@ from compaction.spark import major as major_module
 from compaction.spark import minor as minor_module
 from compaction.spark import partition_files as partition_files_module
 from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
-from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
+from compaction.spark.job import COMMITTED
 from compaction.spark.validation import ValidationLevel
 from compaction.demo.object_store import traffic_delta
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table
 from compaction.demo.tables import create_table
 from compaction.demo.workload import BASE_TS_US, WorkloadSpec, generate, spark_rows, ts_from_micros
@@ -48,26 +47,12 @@ from test_minor import assert_deletes_settled, fragment_overrides
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 FULL = {"major_full_rewrite": True}
-FINISHED = (COMMITTED, NO_OP, SKIPPED)
 
 
 @pytest.fixture()
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as led:
         yield led
-
-
-def _compact(spark: Any, catalog: CatalogConfig, table_name: str, mode: CompactionMode, level: ValidationLevel,
-             overrides: dict[str, Any] | None = None) -> tuple[Any, list[Any]]:
-    """Plan ``mode`` and run every job group in this process; the partitions' outcomes, all finished cleanly."""
-    state = inspect_table(catalog, table_name)
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), mode, NOW)
-    assert the_plan.groups, f"nothing planned for {mode} on {table_name}"
-    outcomes = [p for g in the_plan.groups
-                for p in run_group(spark, the_plan, g.group_id, level=level, max_retries=3).partitions]
-    assert all(p.status in FINISHED for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
-    assert any(p.status == COMMITTED for p in outcomes)
-    return the_plan, outcomes
 
 
 def _data_files_with_position_and_equality_deletes(state: Any) -> int:
@@ -102,7 +87,8 @@ def test_v2_minor_then_selective_major_on_s3(spark, rest_catalog: CatalogConfig,
         return original_static(spark_, table_, metadata_file, snapshot_id)
 
     monkeypatch.setattr(group_reads, "static_table_frame", recorded_static)
-    _, minors = _compact(spark, rest_catalog, "s3v2.t", CompactionMode.MINOR, ValidationLevel.CHECKSUM, overrides)
+    minors = compact_in_process(spark, rest_catalog, "s3v2.t", CompactionMode.MINOR, level=ValidationLevel.CHECKSUM,
+                                overrides=overrides, now=NOW, clean=True).partitions
     assert static_loads and all(m.startswith("s3://") for m in static_loads), static_loads
     assert all(p.kind == "minor" for p in minors)
     assert sum(p.rewritten_data_files for p in minors) > 0, "no fragment was merged"
@@ -116,8 +102,9 @@ def test_v2_minor_then_selective_major_on_s3(spark, rest_catalog: CatalogConfig,
     assert all(d.path.startswith("s3://") for d in after.delete_files)
     check_engines(spark, rest_catalog, workload.table, workload.identifier, "minor", request)
 
-    the_plan, majors = _compact(spark, rest_catalog, "s3v2.t", CompactionMode.MAJOR, ValidationLevel.COUNT,
-                                {**overrides, "major_segment_delete_ratio": 0.1})
+    major_run = compact_in_process(spark, rest_catalog, "s3v2.t", CompactionMode.MAJOR, level=ValidationLevel.COUNT,
+                                   overrides={**overrides, "major_segment_delete_ratio": 0.1}, now=NOW, clean=True)
+    the_plan, majors = major_run.plan, major_run.partitions
     assert not any(t.full_rewrite for t in the_plan.tasks)
     assert all(p.kind == "major" for p in majors)
     after_major = read_table(rest_catalog.load().load_table(workload.identifier))
@@ -156,7 +143,8 @@ def test_v3_minor_through_spark_submit_then_full_major_on_s3(spark, rest_catalog
     assert all(len(deletes) <= 1 for deletes in after.applicable_deletes.values())
     check_engines(spark, rest_catalog, workload.table, workload.identifier, "minor", request)
 
-    _compact(spark, rest_catalog, "s3v3.t", CompactionMode.MAJOR, ValidationLevel.NONE, FULL)
+    compact_in_process(spark, rest_catalog, "s3v3.t", CompactionMode.MAJOR, level=ValidationLevel.NONE, overrides=FULL,
+                       now=NOW, clean=True)
     after_major = read_table(rest_catalog.load().load_table(workload.identifier))
     assert after_major.rows == before.rows
     assert not after_major.delete_files, "the DVs of the rewritten files were not removed"
@@ -217,7 +205,8 @@ def test_major_overtaken_by_a_writer_on_the_rest_catalog_retries(spark, rest_cat
         return original_read(table, schema, location)
 
     monkeypatch.setattr(partition_files_module, "read_parquet_rows", recorded_read)
-    _, majors = _compact(spark, rest_catalog, "s3race.t", CompactionMode.MAJOR, ValidationLevel.COUNT, FULL)
+    majors = compact_in_process(spark, rest_catalog, "s3race.t", CompactionMode.MAJOR, level=ValidationLevel.COUNT,
+                                overrides=FULL, now=NOW, clean=True).partitions
     assert [p.status for p in majors] == [COMMITTED], [(p.label, p.status, p.error) for p in majors]
     if len(majors[0].commit_snapshot_ids) > 1:
         # A cleanup commit (Iceberg 1.10 leaves the partition-scoped deletes dangling; 1.12's rewrite removes them
@@ -259,8 +248,8 @@ def test_v3_minor_overtaken_by_a_spark_delete_on_the_rest_catalog_retries(spark,
             race()
 
     monkeypatch.setattr(minor_module, "check_no_conflicting_changes", racing_check)
-    _, minors = _compact(spark, rest_catalog, "s3dv.t", CompactionMode.MINOR, ValidationLevel.COUNT,
-                         {"fragment_ratio": 1 << 40})
+    minors = compact_in_process(spark, rest_catalog, "s3dv.t", CompactionMode.MINOR, level=ValidationLevel.COUNT,
+                                overrides={"fragment_ratio": 1 << 40}, now=NOW, clean=True).partitions
     assert [p.status for p in minors] == [COMMITTED], [(p.label, p.status, p.error) for p in minors]
     assert minors[0].conflicts, "the MINOR overtaken by the writer's DVs must have been refused and retried"
     assert "concurrently added DV" in minors[0].conflicts[0]["message"], minors[0].conflicts

@@ -22,30 +22,16 @@ import pytest
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
-from compaction.core.planner import plan
-from compaction.core.policy import CompactionPolicy
 from compaction.demo.workload import WorkloadSpec, generate
-from compaction.metadata.inspect import inspect_table
-from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing import trino as T
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table, rows_diff, spark_rows
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 CATALOG = "ice"  # the Trino catalog of the ``trino`` fixture
 #: Iceberg's content codes, as Trino's ``$files`` table reports them.
 DATA, POSITION_DELETES, EQUALITY_DELETES = 0, 1, 2
-
-
-def _compact(spark: Any, catalog: CatalogConfig, name: str, mode: CompactionMode,
-             overrides: dict[str, Any] | None = None) -> None:
-    state = inspect_table(catalog, name)
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), mode, NOW)
-    assert the_plan.groups, f"nothing planned for {mode} on {name}"
-    parts = [p for g in the_plan.groups
-             for p in run_group(spark, the_plan, g.group_id, level=ValidationLevel.NONE).partitions]
-    assert all(p.status in (COMMITTED, NO_OP, SKIPPED) for p in parts), [(p.label, p.status, p.error) for p in parts]
-    assert any(p.status == COMMITTED for p in parts), f"{mode}: nothing committed on {name}"
 
 
 def _trino_files(trino: T.TrinoServer, identifier: tuple[str, str]) -> Counter[tuple[int, str]]:
@@ -97,7 +83,8 @@ def test_trino_reads_what_spark_reads_before_and_after_minor_and_major(spark, re
 
     # No data file is a fragment: every equality delete is converted (to position deletes on v2, DVs on v3) rather
     # than applied by a merge, so Trino reads delete files we wrote.
-    _compact(spark, rest_catalog, f"{namespace}.t", CompactionMode.MINOR, {"fragment-ratio": 1 << 40})
+    compact_in_process(spark, rest_catalog, f"{namespace}.t", CompactionMode.MINOR, level=ValidationLevel.NONE,
+                       overrides={"fragment-ratio": 1 << 40}, now=NOW, clean=True)
     _, minor_rows, minor = _check(spark, trino, rest_catalog, identifier, "minor")
     assert minor_rows == before_rows
     assert minor.delete_files and not any(d.delete_kind == "equality" for d in minor.delete_files)
@@ -109,7 +96,8 @@ def test_trino_reads_what_spark_reads_before_and_after_minor_and_major(spark, re
     else:
         assert files[(POSITION_DELETES, "PARQUET")] > 0, files
 
-    _compact(spark, rest_catalog, f"{namespace}.t", CompactionMode.MAJOR, {"major_full_rewrite": True})
+    compact_in_process(spark, rest_catalog, f"{namespace}.t", CompactionMode.MAJOR, level=ValidationLevel.NONE,
+                       overrides={"major_full_rewrite": True}, now=NOW, clean=True)
     _, major_rows, major = _check(spark, trino, rest_catalog, identifier, "major")
     assert major_rows == before_rows
     assert not major.delete_files
