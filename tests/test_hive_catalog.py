@@ -24,8 +24,6 @@ from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
 from compaction.core.maintenance import MaintenanceAction as A
 from compaction.core.plan import CompactionKind, CompactionMode
-from compaction.core.planner import plan
-from compaction.core.policy import CompactionPolicy
 from compaction.demo.workload import BASE_TS_US, WorkloadResult, WorkloadSpec, generate, spark_rows, ts_from_micros
 from compaction.ledger import Ledger, OutcomeStatus, RunStatus
 from compaction.metadata.inspect import inspect_table
@@ -34,28 +32,17 @@ from compaction.ops.runner import run_table
 from compaction.spark import job as job_module
 from compaction.spark import major as major_module
 from compaction.spark import task as task_module
-from compaction.spark.job import COMMITTED, NO_OP, SKIPPED, run_group
+from compaction.spark.job import COMMITTED
 from compaction.spark.session import register_catalog
 from compaction.spark.validation import ValidationLevel
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table
 from test_minor import assert_deletes_settled, fragment_overrides
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-FINISHED = (COMMITTED, NO_OP, SKIPPED)
 
 
 # -- the metastore and its catalog ----------------------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def hive_metastore() -> Iterator[Any]:
-    """One throwaway metastore for the test session, started on first use. Its JVM starts in the background: the
-    session's Spark starts meanwhile (:func:`hive_catalog` asks for this fixture first), the catalog waits for it."""
-    from icecompact_testing.hive_metastore import start_hive_metastore
-
-    server = start_hive_metastore(wait=False)
-    yield server
-    server.stop()
-
 
 @pytest.fixture(scope="module")
 def hive_catalog(hive_metastore, spark) -> CatalogConfig:  # type: ignore[no-untyped-def]
@@ -87,19 +74,6 @@ def _held_locks(server: Any) -> list[Any]:
 
     with _HiveClient(server.uri) as client:
         return list(client.show_locks(ShowLocksRequest()).locks or [])
-
-
-def _compact(spark: Any, catalog: CatalogConfig, table_name: str, mode: CompactionMode, level: ValidationLevel,
-             overrides: dict[str, Any] | None = None) -> tuple[Any, list[Any]]:
-    """Plan ``mode`` and run every job group in this process; the partitions' outcomes, all finished cleanly."""
-    state = inspect_table(catalog, table_name)
-    the_plan = plan(state, CompactionPolicy.resolve(state.properties, overrides), mode, NOW)
-    assert the_plan.groups, f"nothing planned for {mode} on {table_name}"
-    outcomes = [p for g in the_plan.groups
-                for p in run_group(spark, the_plan, g.group_id, level=level, max_retries=3).partitions]
-    assert all(p.status in FINISHED for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
-    assert any(p.status == COMMITTED for p in outcomes)
-    return the_plan, outcomes
 
 
 # -- module-scoped tables -------------------------------------------------------------------------------------------
@@ -190,7 +164,8 @@ def test_v2_minor_then_a_major_overtaken_by_a_writer(spark, hive_metastore, hive
     assert any(d.delete_kind == "position" for d in before.delete_files)
 
     overrides = fragment_overrides(inspect_table(hive_catalog, name))
-    _, minors = _compact(spark, hive_catalog, name, CompactionMode.MINOR, ValidationLevel.CHECKSUM, overrides)
+    minors = compact_in_process(spark, hive_catalog, name, CompactionMode.MINOR, level=ValidationLevel.CHECKSUM,
+                                overrides=overrides, now=NOW, clean=True).partitions
     assert all(p.kind == "minor" for p in minors)
     assert sum(p.rewritten_data_files for p in minors) > 0, "no fragment was merged"
     assert sum(p.converted_rows for p in minors) > 0, "no equality delete was converted"
@@ -238,8 +213,8 @@ def test_v2_minor_then_a_major_overtaken_by_a_writer(spark, hive_metastore, hive
     # Wherever it is looked up: a group's one action (job), a partition's attempt (task), a full rewrite (major).
     for module in (job_module, task_module, major_module):
         monkeypatch.setattr(module, "rewrite_partition", overtaken_rewrite)
-    _, majors = _compact(spark, hive_catalog, name, CompactionMode.MAJOR, ValidationLevel.COUNT,
-                         {**overrides, "major_full_rewrite": True})
+    majors = compact_in_process(spark, hive_catalog, name, CompactionMode.MAJOR, level=ValidationLevel.COUNT,
+                                overrides={**overrides, "major_full_rewrite": True}, now=NOW, clean=True).partitions
     assert race_ran == [None], f"the writer failed: {race_ran}"
     assert all(p.kind == "major" for p in majors)
     raced = [p for p in majors if p.conflicts]
@@ -287,7 +262,8 @@ def test_v3_minor_through_spark_submit_then_major(spark, hive_metastore, hive_ca
     assert all(d.path.endswith(".puffin") for d in after.delete_files)
     assert all(len(deletes) <= 1 for deletes in after.applicable_deletes.values())
 
-    _compact(spark, hive_catalog, name, CompactionMode.MAJOR, ValidationLevel.COUNT, {"major_full_rewrite": True})
+    compact_in_process(spark, hive_catalog, name, CompactionMode.MAJOR, level=ValidationLevel.COUNT,
+                       overrides={"major_full_rewrite": True}, now=NOW, clean=True)
     final_table = hive_catalog.load().load_table(workload.identifier)
     final = read_table(final_table)
     assert final.rows == before.rows
