@@ -198,6 +198,22 @@ def _all_namespaces(loaded: Any) -> list[tuple[str, ...]]:
     return found
 
 
+def _catalog_per_thread(catalog: CatalogConfig, loaded: Any) -> Callable[[], Any]:
+    """The pyiceberg catalog a worker thread uses. pyiceberg's HiveCatalog has one Thrift connection that each call
+    opens and closes: two threads sharing it close each other's transport ("Transport not open"), so on Hive every
+    thread loads its own; other catalogs' clients are shared."""
+    if not catalog.is_hive:
+        return lambda: loaded
+    local = threading.local()
+
+    def own() -> Any:
+        if not hasattr(local, "catalog"):
+            local.catalog = catalog.load()
+        return local.catalog
+
+    return own
+
+
 def catalog_api_locations(catalog: CatalogConfig, loaded: Any,
                           workers: int = POINTER_LOAD_WORKERS) -> dict[str, tuple[str | None, float]]:
     """Every table of a catalog that has no listing query (REST): ``name -> (metadata location, monotonic time its
@@ -206,18 +222,20 @@ def catalog_api_locations(catalog: CatalogConfig, loaded: Any,
     (the overview then inspects it and shows the error); a table dropped meanwhile is left out."""
     from pyiceberg.exceptions import NoSuchTableError
 
+    mine = _catalog_per_thread(catalog, loaded)
     try:
         namespaces = _all_namespaces(loaded)
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(namespaces))),
                                 thread_name_prefix="icecompact-list") as pool:
-            identifiers = [tuple(i) for listed in pool.map(loaded.list_tables, namespaces) for i in listed]
+            identifiers = [tuple(i) for listed in pool.map(lambda ns: mine().list_tables(ns), namespaces)
+                           for i in listed]
     except Exception as e:  # HTTP and authentication errors of the catalog
         raise CatalogError(f"cannot list the tables of catalog {catalog.name!r}: {e}") from e
 
     def pointer(identifier: tuple[str, ...]) -> tuple[str, str | None, float] | None:
         started = time.monotonic()
         try:
-            return ".".join(identifier), loaded.load_table(identifier).metadata_location, started
+            return ".".join(identifier), mine().load_table(identifier).metadata_location, started
         except NoSuchTableError:  # dropped between the listing and the load
             return None
         except Exception as e:  # noqa: BLE001 - one unreadable table must not hide the others
