@@ -34,8 +34,9 @@ from compaction.spark.job import COMMITTED
 from compaction.spark.session import register_catalog
 from compaction.spark.validation import ValidationLevel
 from icecompact_testing.catalog_servers import NESSIE, SERVERS, config_response
+from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table
-from objectstore.test_s3_compaction import FULL, _compact, _once
+from objectstore.test_s3_compaction import FULL, _once
 from test_minor import assert_deletes_settled, fragment_overrides
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -121,7 +122,9 @@ def test_v2_minor_then_major(spark, catalog: CatalogConfig, server: Any, v2_tabl
     from compaction.metadata.inspect import inspect_table
 
     overrides = fragment_overrides(inspect_table(catalog, name))
-    _, minors = _compact(spark, catalog, name, CompactionMode.MINOR, ValidationLevel.COUNT, overrides)
+    minors = compact_in_process(spark, catalog, name, CompactionMode.MINOR,
+                                level=ValidationLevel.COUNT, overrides=overrides,
+                                now=NOW, clean=True).partitions
     assert sum(p.converted_rows for p in minors) > 0, "no equality delete was converted"
     assert all(p.validation["result"] == "passed" for p in minors if p.status == COMMITTED), minors
     after = _rows(catalog, workload)
@@ -139,7 +142,9 @@ def test_v2_minor_then_major(spark, catalog: CatalogConfig, server: Any, v2_tabl
         assert outcomes and all(o.status is OutcomeStatus.COMMITTED and o.kind is CompactionKind.MAJOR
                                 for o in outcomes)
     else:
-        _, majors = _compact(spark, catalog, name, CompactionMode.MAJOR, ValidationLevel.COUNT, FULL)
+        majors = compact_in_process(spark, catalog, name, CompactionMode.MAJOR,
+                                    level=ValidationLevel.COUNT, overrides=FULL,
+                                    now=NOW, clean=True).partitions
         assert all(p.kind == "major" for p in majors)
     after_major = _rows(catalog, workload)
     assert after_major.rows == before.rows == spark_rows(spark, workload.table)
@@ -178,15 +183,17 @@ def test_v3_minor_then_major(spark, catalog: CatalogConfig, server: Any) -> None
     assert before.rows == workload.expected_rows == spark_rows(spark, workload.table)
     assert any(d.delete_kind == "equality" for d in before.delete_files)
     assert any(d.delete_kind == "deletion_vector" for d in before.delete_files)
-    _, minors = _compact(spark, catalog, "cs.v3", CompactionMode.MINOR, ValidationLevel.COUNT,
-                         {"fragment_ratio": 1 << 40})
+    minors = compact_in_process(spark, catalog, "cs.v3", CompactionMode.MINOR,
+                                level=ValidationLevel.COUNT, overrides={"fragment_ratio": 1 << 40},
+                                now=NOW, clean=True).partitions
     after = _rows(catalog, workload)
     assert after.rows == before.rows == spark_rows(spark, workload.table)
     assert after.delete_files and all(d.delete_kind == "deletion_vector" for d in after.delete_files)
     assert all(d.path.startswith("s3://") and d.path.endswith(".puffin") for d in after.delete_files)
     assert all(len(deletes) <= 1 for deletes in after.applicable_deletes.values())
     assert_deletes_settled(after, minors)
-    _compact(spark, catalog, "cs.v3", CompactionMode.MAJOR, ValidationLevel.NONE, FULL)
+    compact_in_process(spark, catalog, "cs.v3", CompactionMode.MAJOR,
+                       level=ValidationLevel.NONE, overrides=FULL, now=NOW, clean=True)
     after_major = _rows(catalog, workload)
     assert after_major.rows == before.rows and not after_major.delete_files
 
@@ -223,7 +230,9 @@ def test_major_overtaken_by_a_writer_retries(spark, catalog: CatalogConfig, serv
         return original(spark_, table, *args, **kwargs)
 
     monkeypatch.setattr(major_module, "rewrite_partition", overtaken_rewrite)
-    _, majors = _compact(spark, catalog, "cs.race", CompactionMode.MAJOR, ValidationLevel.COUNT, FULL)
+    majors = compact_in_process(spark, catalog, "cs.race", CompactionMode.MAJOR,
+                                level=ValidationLevel.COUNT, overrides=FULL,
+                                now=NOW, clean=True).partitions
     assert [p.status for p in majors] == [COMMITTED], [(p.label, p.status, p.error) for p in majors]
     assert majors[0].conflicts, "the MAJOR overtaken by the writer must have been refused and retried"
     final = _rows(catalog, workload)
