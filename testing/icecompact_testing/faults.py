@@ -26,6 +26,7 @@ import random
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from collections import Counter
@@ -156,6 +157,16 @@ class ServedFault:
     fault: str
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that drops its connection (an SDK aborting a read it no longer needs) is not an error of the proxy's:
+    no traceback on stderr for it."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class S3FaultProxy:
     """``with S3FaultProxy(upstream) as proxy:`` then point clients at :attr:`endpoint`; :meth:`fail_next` arms a
     fault, :attr:`faults_served` and :attr:`forwarded` count what happened."""
@@ -176,7 +187,7 @@ class S3FaultProxy:
         self.requests = 0  # every request received (numbers the requests for :class:`ScheduledFault`)
         self.by_kind: Counter[str] = Counter()  # faults served per kind (``status`` split as ``status:503``)
         self.log: list[ServedFault] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="s3-fault-proxy", daemon=True)
 
