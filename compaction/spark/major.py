@@ -67,7 +67,6 @@ def find_tagged_snapshot(table: Any, base_snapshot_id: int, tag: str) -> int | N
     return None
 
 
-
 def plan_snapshots_since(table: Any, base_snapshot_id: int, plan_id: str) -> list[int]:
     """Our plan's snapshots on main after ``base_snapshot_id``, oldest first (refreshes ``table``)."""
     table.refresh()
@@ -80,6 +79,7 @@ def plan_snapshots_since(table: Any, base_snapshot_id: int, plan_id: str) -> lis
         if summary is not None and str(summary.get(PLAN_PROPERTY)) == plan_id:
             out.append(sid)
     return out
+
 
 FAULT_ENV = "ICECOMPACT_FAULT_INJECT"
 

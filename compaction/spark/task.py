@@ -311,7 +311,6 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
     return result
 
 
-
 def _landed_unrecorded(table: Any, base_id: int, plan_id: str, result: PartitionResult, err: CompactionError,
                        progress: Callable[[str], None] | None) -> list[int]:
     """After an attempt failed with nothing recorded: our plan's snapshots that landed anyway since the attempt's base
@@ -328,6 +327,7 @@ def _landed_unrecorded(table: Any, base_id: int, plan_id: str, result: Partition
         emit(progress, f"icecompact: {result.label}: the attempt failed ({err}) but snapshot(s) "
                         f"{', '.join(map(str, landed))} of this plan landed")
     return landed
+
 
 @dataclass
 class Attempt:

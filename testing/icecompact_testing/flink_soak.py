@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from compaction.catalog import CatalogConfig
+from icecompact_testing.soak import WriterProcess
 
 __all__ = ["FlinkSoakWriter", "batch_commits"]
 
@@ -51,20 +52,10 @@ def batch_commits(inserts_per_batch: list[int], flink_snapshots: list[tuple[floa
     return out
 
 
-class FlinkSoakWriter:
+class FlinkSoakWriter(WriterProcess):
     def __init__(self, workdir: Path) -> None:
-        from icecompact_testing.soak import WRITER_CONFIG, SoakConfig
-
-        self.workdir = workdir
-        raw = json.loads((workdir / WRITER_CONFIG).read_text())
-        self.config = SoakConfig(**{k: v for k, v in raw["config"].items() if k in SoakConfig.__dataclass_fields__})
-        self.catalog = CatalogConfig(raw["catalog"]["name"], raw["catalog"]["properties"])
-        self._log = open(workdir / "writer.jsonl", "a", buffering=1)
+        super().__init__(workdir)
         self._loaded: Any = None  # the pyiceberg catalog, once loaded
-
-    def event(self, **fields: Any) -> None:
-        fields.setdefault("t", time.time())
-        self._log.write(json.dumps(fields) + "\n")
 
     def run(self) -> int:
         from icecompact_testing.flink import FlinkWriter, StreamSpec
@@ -158,3 +149,16 @@ def config_for_flink(config: Any) -> Any:
     """The soak's settings for a Flink writer: no PostgreSQL outage (the job runs with no restart strategy, so a
     catalog outage would fail it - not compaction's doing; the Spark-writer soak covers the outage)."""
     return dataclasses.replace(config, writer="flink", postgres_outage_at=None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 2 and args[0] == "writer":
+        return FlinkSoakWriter(Path(args[1])).run()
+    print("usage: python -m icecompact_testing.flink_soak writer WORKDIR (started by the soak; see bench/soak.py)",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -110,9 +110,10 @@ def _java_error(error: BaseException) -> str:
     return type(error).__name__
 
 
-class SoakWriter:
-    """The writer process: builds the table, then commits until ``<workdir>/stop`` exists; finally writes the rows
-    its model holds live to ``<workdir>/expected.parquet``."""
+class WriterProcess:
+    """What every soak writer process shares: its settings and catalog from ``<workdir>/writer-config.json``, and
+    its event log ``writer.jsonl`` (the soak's writer summary reads it). It builds the table, writes ``ready``,
+    writes until ``<workdir>/stop`` exists, then the rows it expects live to ``expected.parquet``."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -121,13 +122,20 @@ class SoakWriter:
         self.catalog = CatalogConfig(raw["catalog"]["name"], raw["catalog"]["properties"])
         self.log_path = workdir / "writer.jsonl"
         self._log = open(self.log_path, "a", buffering=1)
-        self.merge_dir = workdir / "merge-rows"
-        self.merge_dir.mkdir(exist_ok=True)
-        self.round = 0
 
     def event(self, **fields: Any) -> None:
         fields.setdefault("t", time.time())
         self._log.write(json.dumps(fields) + "\n")
+
+
+class SoakWriter(WriterProcess):
+    """Our writer: streaming upserts as RowDeltas and Spark DELETE / MERGE, with a model of the live rows."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.merge_dir = workdir / "merge-rows"
+        self.merge_dir.mkdir(exist_ok=True)
+        self.round = 0
 
     def run(self) -> int:
         from compaction.spark import jvm as J
@@ -635,7 +643,8 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
         table_kind = f"{config.size} table" if config.writer == "spark" else "Flink writer's table"
         log(f"soak: building the {table_kind} (v{config.format_version}) in the writer process ...")
         writer_log = open(workdir / "writer.log", "ab")
-        writer = subprocess.Popen([sys.executable, "-m", "icecompact_testing.soak", "writer", str(workdir)],
+        module = "icecompact_testing.flink_soak" if config.writer == "flink" else "icecompact_testing.soak"
+        writer = subprocess.Popen([sys.executable, "-m", module, "writer", str(workdir)],
                                   env=base_env, stdout=writer_log, stderr=subprocess.STDOUT, start_new_session=True)
         airflow = _set_up_airflow(workdir, base_env, config)
         while not (workdir / "ready").exists():
@@ -1096,12 +1105,7 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 2 and args[0] == "writer":
-        workdir = Path(args[1])
-        if json.loads((workdir / WRITER_CONFIG).read_text())["config"].get("writer") == "flink":
-            from icecompact_testing.flink_soak import FlinkSoakWriter
-
-            return FlinkSoakWriter(workdir).run()
-        return SoakWriter(workdir).run()
+        return SoakWriter(Path(args[1])).run()
     print("usage: python -m icecompact_testing.soak writer WORKDIR (the soak's writer process; see bench/soak.py)",
           file=sys.stderr)
     return 2
