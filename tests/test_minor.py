@@ -425,6 +425,63 @@ def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # t
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_minor_group_keeps_its_read_across_a_writers_deletes_on_its_own_new_files(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch, format_version: int) -> None:
+    """Between the group's read and its commit a writer appends rows to two partitions and deletes one of them again
+    (a position delete, or on v3 a DV, naming only the writer's new data file: what a streaming upsert writer commits
+    every checkpoint). Nothing the read covers changed, so the group commits all four partitions at once without
+    reading again, and the rows are exactly the writer's."""
+    from compaction.spark import job as job_module
+
+    workload = generate(spark, sqlite_catalog, "cdc.newdel", WorkloadSpec(
+        seed=44, format_version=format_version, partitioning="days_ts", days_span=4, commits=3,
+        rows_per_commit=40, evolve_spec=False, use_equality_deletes=True, eq_delete_fraction=0.7))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    by_day: dict[object, list[tuple]] = {}
+    for row in sorted((r for r in before.rows if r[0] is not None), key=repr):
+        by_day.setdefault(row[2].date(), []).append(row)
+    assert len(by_day) == 4, by_day
+    # Three rows copied under new ids into each of two partitions (a new data file each), then one deleted again.
+    copied = [row for day in sorted(by_day)[:2] for row in by_day[day][:3]]
+    new_ids = [int(row[0]) + 900_000 for row in copied]
+    expected = Counter(before.rows)
+    expected.update([(int(row[0]) + 900_000, *row[1:4], "new") for row in copied[1:]])
+    original = job_module._prepare_minor_group
+    reads: list[int] = []
+    writer_snapshots: list[int] = []
+
+    def racing_prepare(spark_, plan_, tasks, progress):  # type: ignore[no-untyped-def]
+        prepared = original(spark_, plan_, tasks, progress)
+        reads.append(len(prepared))
+        if len(reads) == 1:
+            ids = ", ".join(str(int(row[0])) for row in copied)
+            spark.sql(f"INSERT INTO {workload.table} SELECT id + 900000, region, ts, amount, 'new' "
+                      f"FROM {workload.table} WHERE id IN ({ids})")
+            spark.sql(f"DELETE FROM {workload.table} WHERE id = {new_ids[0]}")
+            writer_snapshots.append(sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id)
+        return prepared
+
+    monkeypatch.setattr(job_module, "_prepare_minor_group", racing_prepare)
+    state = inspect_table(sqlite_catalog, "cdc.newdel")
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, NO_FRAGMENTS), CompactionMode.MINOR, NOW)
+    assert len(compaction_plan.groups) == 1 and len(compaction_plan.groups[0].tasks) == 4, compaction_plan.groups
+    lines: list[str] = []
+    (result,) = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT, progress=lines.append)
+                 for g in compaction_plan.groups]
+    parts = result.partitions
+    assert [p.status for p in parts] == [COMMITTED] * 4, [(p.label, p.status, p.error) for p in parts]
+    assert reads == [4], (reads, lines)
+    assert len({p.commit_snapshot_ids[-1] for p in parts}) == 1, [(p.label, p.commit_snapshot_ids) for p in parts]
+    after = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    writer_deletes = [d for d in after.delete_files if d.snapshot_id in writer_snapshots]
+    assert [d.delete_kind for d in writer_deletes] == ["position" if format_version == 2 else "deletion_vector"], \
+        after.delete_files
+    assert after.rows == expected, "rows lost or resurrected"
+    assert spark_rows(spark, workload.table) == expected
+    assert not any(d.delete_kind == "equality" for d in after.delete_files)
+
 def test_a_group_fragment_merge_refused_by_a_writers_delete_is_planned_again(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:
     """The group's fragment merge (one Iceberg action) is refused because a writer's DELETE added a position delete

@@ -292,7 +292,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                 result.duration_ms = int((time.monotonic() - started) * 1000)
                 settled[key] = result
                 continue
-            if not ready.still_valid_for(before):
+            if not ready.still_valid_in(spark, before):
                 continue  # changed since the group read: this partition decides and reads again on its own
             change = PartitionChange(key, expression, before, ready.work, ready.positions, ready.converted_rows)
             if not change.busy:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from compaction.core.applicability import MinorScope, PlacedData, PlacedDelete, decide_minor
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
@@ -570,20 +570,35 @@ class PreparedMinor:
     positions: dict[str, list[int]]
     converted_rows: int
 
-    def still_valid_for(self, files: PartitionFiles) -> bool:
+    def still_valid_for(self, files: PartitionFiles, target_of: Callable[[Any], str | None]) -> bool:
+        """``target_of``: the one data file a position delete / DV names, or None when metadata cannot tell
+        (:func:`compaction.spark.partition_files.position_delete_target`)."""
         # Positions depend only on the data files and delete files they were read from (sequence numbers never
         # change), so they stay right while all of those are live: across our own commits on other partitions,
-        # and across a writer's commits that only added data files and equality deletes to the partition. An
-        # added data file has a higher data sequence number than every delete being converted, which never
-        # applies to it (spec: an equality delete applies to data files with a lower sequence number); an added
-        # equality delete stays and keeps applying beside ours. A file *removed* since (a rewrite, a writer
-        # merging position deletes, a DV replaced), or an added position delete / DV (on v3 a data file may have
-        # one DV only, and ours would be a second one; Iceberg checks concurrent DVs only after the commit's own
-        # base), invalidates the work: it is read again.
+        # and across a writer's commits that only added data files, equality deletes, and position deletes / DVs
+        # naming only data files added since the read. An added data file has a higher data sequence number than
+        # every delete being converted, which never applies to it (spec: an equality delete applies to data files
+        # with a lower sequence number); an added equality delete stays and keeps applying beside ours; a position
+        # delete / DV on an added data file (a streaming upsert writer's key updated twice in one checkpoint) names
+        # no file our positions, DVs or removals touch, so ours is never a second DV for its data file. A file
+        # *removed* since (a rewrite, a writer merging position deletes, a DV replaced), or an added position
+        # delete / DV that names a data file of the read or cannot be placed (on v3 a data file may have one DV
+        # only, and ours would be a second one; Iceberg checks concurrent DVs only after the commit's own base),
+        # invalidates the work: it is read again.
         if not (set(self.files.data) <= set(files.data) and set(self.files.deletes) <= set(files.deletes)):
             return False
-        added = (d for ref, d in files.deletes.items() if ref not in self.files.deletes)
-        return all(delete_kind(d) is DeleteContent.EQUALITY for d in added)
+        added_data = set(files.data) - set(self.files.data)
+
+        def harmless(delete_file: Any) -> bool:
+            if delete_kind(delete_file) is DeleteContent.EQUALITY:
+                return True
+            return target_of(delete_file) in added_data
+
+        return all(harmless(d) for ref, d in files.deletes.items() if ref not in self.files.deletes)
+
+    def still_valid_in(self, spark: Any, files: PartitionFiles) -> bool:
+        """:meth:`still_valid_for` with Iceberg's own placement of position deletes."""
+        return self.still_valid_for(files, lambda d: position_delete_target(spark, d))
 
 
 def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[PartitionKey, Any]],
@@ -672,7 +687,7 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
     base_id = before.snapshot_id
     if base_id is None:
         return MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
-    if prepared is not None and prepared.still_valid_for(before):
+    if prepared is not None and prepared.still_valid_in(spark, before):
         work, positions, converted_rows = prepared.work, prepared.positions, prepared.converted_rows
     else:
         work = decide_work(spark, table, key, before, whole_table=whole_table)
