@@ -67,6 +67,24 @@ def gateway(spark: SparkSession) -> Any:
     return spark.sparkContext._gateway
 
 
+def keep_files_on_failure(spark: SparkSession, update: JavaObject) -> JavaObject:
+    """``update`` (a ``SnapshotUpdate`` of ours: RowDelta, RewriteFiles) with Iceberg's clean-up deletes collected
+    instead of done (``deleteWith`` a ``Stream.Builder``, which only keeps the paths): nothing our commits write is
+    ever deleted by Iceberg.
+
+    Iceberg deletes a commit's new manifests and manifest lists when it believes the commit failed
+    (``SnapshotProducer.commit``: ``cleanAll`` on a ``CleanableFailure`` - CommitFailedException,
+    ValidationException). On a JDBC catalog a commit whose answer is lost looks failed although it landed:
+    ``JdbcClientPool`` re-runs the ``UPDATE iceberg_tables ... WHERE metadata_location = <old>`` on a new connection
+    (SQLSTATE 08006 is retryable), finds 0 rows, ``JdbcTableOperations`` throws CommitFailedException (never
+    CommitStateUnknownException), and the producer's retry on top of the landed commit fails its validation when
+    another writer committed meanwhile ("Missing required files to delete"): the clean-up then deletes the manifest
+    list and manifests of the committed snapshot, which the other writer's snapshot references too - the current
+    snapshot is unreadable (tests/test_jdbc_commit_lost.py). Whether a failed commit landed is decided by reading
+    the table (compaction.spark.task); files of a commit that really failed are orphans, for orphan-file removal."""
+    return update.deleteWith(jvm(spark).java.util.stream.Stream.builder())
+
+
 def load_table(spark: SparkSession, identifier: str) -> JavaObject:
     """The Iceberg ``org.apache.iceberg.Table`` behind a Spark identifier such as ``cat.ns.t``.
 

@@ -428,7 +428,8 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id:
     removable = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table)
     if not removable:
         return None, 0
-    rewrite = table.newRewrite().validateFromSnapshot(base_id).set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id)
+    rewrite = (J.keep_files_on_failure(spark, table.newRewrite()).validateFromSnapshot(base_id)
+               .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
     for d in removable:
         rewrite = rewrite.deleteFile(d)
     rewrite.commit()

@@ -729,7 +729,7 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
 
     required = sorted(set(work.eq_targets) | set(work.data_files))
     delta = (
-        table.newRowDelta()
+        J.keep_files_on_failure(spark, table.newRowDelta())
         .validateFromSnapshot(base_id)
         .conflictDetectionFilter(expression)
         .validateDeletedFiles()
