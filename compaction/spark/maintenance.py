@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["MaintenanceError", "OrphanSafetyError", "ActionResult", "OK_STATUSES", "execute_plan", "list_files",
            "MAINTENANCE_RESULT_FORMAT_VERSION", "result_payload", "results_from_payload",
            "is_manifest_conflict", "retry_on_manifest_conflict", "classify_removed", "metadata_version",
-           "dropped_metadata_files"]
+           "dropped_metadata_files", "action_error"]
 
 
 class OrphanSafetyError(MaintenanceError):
@@ -447,6 +447,31 @@ def _delete_dropped_metadata(spark: SparkSession, table: Any) -> ActionResult:
                         detail={"log_entries": len(log), "sample": [p.rsplit("/", 1)[-1] for p in deleted[:20]]})
 
 
+def action_error(error: BaseException) -> str:
+    """What a failed action reports (the run's ledger row, the job's result): the Java exception chain of a py4j
+    error as ``Class: message`` lines, never its stack trace nor py4j's wrapper; any other error as
+    ``Type: message``.
+
+    ``CommitStateUnknownException`` (the catalog's answer to the commit was lost: a gateway's 5xx, a dropped
+    connection) says what it means: Iceberg's rule is that such a commit may have taken effect, so it is neither
+    retried nor cleaned up (``SnapshotProducer``/``RemoveSnapshots`` delete nothing), and the next run reads the
+    table again and plans from what is there (tests/objectstore/test_faults_maintenance_executor.py)."""
+    from compaction.spark.validation import java_exception_chain
+
+    chain = java_exception_chain(error)
+    if not chain:
+        return f"{type(error).__name__}: {str(error)[:2000]}"
+    parts = []
+    for cls, message in chain[:4]:
+        first = (message or "").strip().split("\n", 1)[0][:300]
+        parts.append(f"{cls.rsplit('.', 1)[-1]}: {first}" if first and first != "None" else cls.rsplit(".", 1)[-1])
+    text = "; caused by ".join(parts)
+    if any(cls.endswith("CommitStateUnknownException") for cls, _ in chain):
+        text = ("the catalog's answer to the commit was lost, it may have taken effect: nothing was deleted, the "
+                f"next run reads the table again ({text})")
+    return text
+
+
 def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
                  progress: Callable[[str], None] = lambda _m: None,
                  on_result: Callable[[list[ActionResult]], None] = lambda _r: None) -> list[ActionResult]:
@@ -478,7 +503,7 @@ def execute_plan(spark: SparkSession, plan: MaintenancePlan, *,
         except OrphanSafetyError as e:
             result = ActionResult(action, "refused", bytes_removed=None, error=str(e))
         except Exception as e:  # noqa: BLE001 - py4j / Iceberg errors: reported per action, the run goes on
-            result = ActionResult(action, "failed", bytes_removed=None, error=f"{type(e).__name__}: {str(e)[:2000]}")
+            result = ActionResult(action, "failed", bytes_removed=None, error=action_error(e))
         result = ActionResult(result.action, result.status, result.files_removed, result.bytes_removed,
                               int((time.monotonic() - started) * 1000), result.detail, result.error)
         progress(f"icecompact: {action.value}: {result.status}, {result.files_removed} file(s), "
