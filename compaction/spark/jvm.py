@@ -67,10 +67,10 @@ def gateway(spark: SparkSession) -> Any:
     return spark.sparkContext._gateway
 
 
-def keep_files_on_failure(spark: SparkSession, update: JavaObject) -> JavaObject:
-    """``update`` (a ``SnapshotUpdate`` of ours: RowDelta, RewriteFiles) with Iceberg's clean-up deletes collected
-    instead of done (``deleteWith`` a ``Stream.Builder``, which only keeps the paths): nothing our commits write is
-    ever deleted by Iceberg.
+class DeferredCleanup:
+    """Iceberg's clean-up deletes of one commit of ours (RowDelta, RewriteFiles), collected instead of done while
+    the commit runs (``deleteWith`` a ``Stream.Builder``, which only keeps the paths), and done by :meth:`committed`
+    once the commit is known to be on the table: Iceberg never deletes a file of a commit that may have landed.
 
     Iceberg deletes a commit's new manifests and manifest lists when it believes the commit failed
     (``SnapshotProducer.commit``: ``cleanAll`` on a ``CleanableFailure`` - CommitFailedException,
@@ -81,8 +81,38 @@ def keep_files_on_failure(spark: SparkSession, update: JavaObject) -> JavaObject
     another writer committed meanwhile ("Missing required files to delete"): the clean-up then deletes the manifest
     list and manifests of the committed snapshot, which the other writer's snapshot references too - the current
     snapshot is unreadable (tests/test_jdbc_commit_lost.py). Whether a failed commit landed is decided by reading
-    the table (compaction.spark.task); files of a commit that really failed are orphans, for orphan-file removal."""
-    return update.deleteWith(jvm(spark).java.util.stream.Stream.builder())
+    the table (compaction.spark.task); the files of a commit that really failed are orphans, for orphan-file
+    removal. After a commit that succeeded, Iceberg's deletes (an earlier attempt's manifest list, manifests merged
+    away) are done as Iceberg does them, except for any file the committed snapshot references."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._paths = jvm(spark).java.util.stream.Stream.builder()
+        self._done = False
+
+    def attach(self, update: JavaObject) -> JavaObject:
+        """``update`` with its clean-up deletes collected here."""
+        return update.deleteWith(self._paths)
+
+    def committed(self, table: JavaObject, snapshot_id: int) -> None:
+        """The commit is on the table as ``snapshot_id``: delete what Iceberg asked to delete, but for the files that
+        snapshot references. Best effort: a file left is an orphan."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            paths = [str(p) for p in self._paths.build().toArray()]
+            if not paths:
+                return
+            snapshot = table.snapshot(int(snapshot_id))
+            if snapshot is None:
+                return  # cannot tell what the commit references: delete nothing
+            io = table.io()
+            keep = {str(snapshot.manifestListLocation())} | {str(m.path()) for m in snapshot.allManifests(io)}
+            for path in paths:
+                if path not in keep:
+                    io.deleteFile(path)
+        except Exception:  # noqa: BLE001 - clean-up only; the commit stands
+            pass
 
 
 def load_table(spark: SparkSession, identifier: str) -> JavaObject:

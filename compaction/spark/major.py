@@ -428,7 +428,8 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id:
     removable = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table)
     if not removable:
         return None, 0
-    rewrite = (J.keep_files_on_failure(spark, table.newRewrite()).validateFromSnapshot(base_id)
+    cleanup = J.DeferredCleanup(spark)
+    rewrite = (cleanup.attach(table.newRewrite()).validateFromSnapshot(base_id)
                .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
     for d in removable:
         rewrite = rewrite.deleteFile(d)
@@ -436,6 +437,7 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id:
     commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:
         raise CommitConflictError("dangling-delete cleanup committed but its snapshot was not found on main")
+    cleanup.committed(table, commit_id)
     if committed is not None:
         committed.append(commit_id)
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, removable)

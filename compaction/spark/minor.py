@@ -728,8 +728,9 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
     check_no_conflicting_changes(spark, table, expression, base_id, None, work)
 
     required = sorted(set(work.eq_targets) | set(work.data_files))
+    cleanup = J.DeferredCleanup(spark)
     delta = (
-        J.keep_files_on_failure(spark, table.newRowDelta())
+        cleanup.attach(table.newRowDelta())
         .validateFromSnapshot(base_id)
         .conflictDetectionFilter(expression)
         .validateDeletedFiles()
@@ -748,6 +749,7 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
     commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:
         raise CommitConflictError("MINOR committed but its snapshot was not found on main")
+    cleanup.committed(table, commit_id)
     for i in busy:
         outcomes[i].commit_snapshot_ids = [commit_id]
     if committed is not None:
