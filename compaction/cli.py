@@ -417,6 +417,37 @@ def cmd_executor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lease(args: argparse.Namespace) -> int:
+    from compaction.core.policy import parse_duration
+    from compaction.ledger import Ledger
+    from compaction.ops import leases
+
+    with Ledger.open() as ledger:
+        if args.action == "release":
+            ledger.release_write_lease(args.lease_id)
+            return 0
+        catalog = _catalog(args).name
+        if args.action == "list":
+            from compaction.core.identifiers import parse_table_identifier
+
+            table_ref = parse_table_identifier(args.table, catalog).dotted
+            active = ledger.active_write_leases(table_ref, catalog=catalog)
+            if args.json:
+                print(json.dumps([{"lease_id": w.lease_id, "holder": w.holder, "started_at": w.started_at.isoformat(),
+                                   "expires_at": w.expires_at.isoformat()} for w in active], indent=2))
+                return 0
+            print(render_table(["lease", "holder", "started", "expires"],
+                               [(w.lease_id, w.holder, w.started_at.isoformat(timespec="seconds"),
+                                 w.expires_at.isoformat(timespec="seconds")) for w in active])
+                  if active else f"no live write lease on {table_ref}")
+            return 0
+        lease = leases.acquire(ledger, args.table, catalog, holder=args.holder,
+                               ttl_s=parse_duration("--ttl", args.ttl), wait_s=parse_duration("--wait", args.wait),
+                               progress=lambda m: print(m, file=sys.stderr, flush=True))
+        print(lease)
+    return 0
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from compaction.ledger import Ledger
 
@@ -580,6 +611,26 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(default $ICECOMPACT_SPARK_MASTER or local[2])")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser("lease", parents=[catalog_option],
+                       help="write leases: while a writer holds one on a table, no compaction commits on it "
+                            "(see docs/operations.md, Writers and compaction)")
+    actions = p.add_subparsers(dest="action", required=True)
+    q = actions.add_parser("acquire", parents=[catalog_option],
+                           help="take a lease (printed), after any compaction commit under way on the table")
+    q.add_argument("table", help="NAMESPACE.TABLE")
+    q.add_argument("--holder", help="who writes, shown to compaction runs that wait (default host:pid)")
+    q.add_argument("--ttl", default="1h", help="the lease ends on its own after this (default 1h; 30s, 10m, 2h)")
+    q.add_argument("--wait", default="30m",
+                   help="wait at most this for a compaction commit under way (default 30m), else fail with nothing held")
+    q.set_defaults(func=cmd_lease)
+    q = actions.add_parser("release", help="end a lease")
+    q.add_argument("lease_id")
+    q.set_defaults(func=cmd_lease)
+    q = actions.add_parser("list", parents=[catalog_option], help="live leases of a table")
+    q.add_argument("table", help="NAMESPACE.TABLE")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_lease)
 
     p = sub.add_parser("history", parents=[catalog_option], help="runs recorded in the ledger (or one run's per-partition outcomes)")
     p.add_argument("table", nargs="?", help="NAMESPACE.TABLE (default: all tables)")

@@ -75,6 +75,7 @@ class CompactionSubmitOperator(BaseOperator):
             submit_env,
             write_properties_file,
         )
+        from compaction.ledger.engine import LEDGER_URL_ENV, resolve_url
         from compaction.spark.session import SparkSettings
         from icecompact_airflow.connections import resolve_catalog
 
@@ -94,7 +95,11 @@ class CompactionSubmitOperator(BaseOperator):
             _, secrets = split_conf(request)
             properties = write_properties_file(secrets, private_dir) if secrets else None
             argv = build_command(request, properties_file=properties, py_files=py_files_for(request))
-            return argv, {k: v for k, v in submit_env().items() if k in _CHILD_ENV}
+            env = {k: v for k, v in submit_env().items() if k in _CHILD_ENV}
+            # The job's commits yield to writers' leases in the DAG's ledger (compaction.spark.gate); in the
+            # environment, never argv (the URL may hold a password). Client mode only: see the hook.
+            env[LEDGER_URL_ENV] = resolve_url()
+            return argv, env
 
         try:
             self._hook = CompactionSparkSubmitHook(conn_id=self.conn_id, command_for=command_for)

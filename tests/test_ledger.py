@@ -64,8 +64,8 @@ K, S = CompactionKind, OutcomeStatus
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 TABLE = TableIdentity("cat", ("db",), "events")
 TABLES = {"plans", "runs", "partition_outcomes", "conflicts", "health_samples", "maintenance_runs",
-          "maintenance_actions", "write_leases", "snapshot_checks", "work_items", "executors"}
-HEAD = "0006"
+          "maintenance_actions", "write_leases", "snapshot_checks", "work_items", "executors", "commit_intents"}
+HEAD = "0007"
 
 
 def at(seconds: float) -> dt.datetime:

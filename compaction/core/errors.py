@@ -92,3 +92,11 @@ class StorageUnavailableError(CompactionError):
 
     exit_code = 12
     retryable = True
+
+
+class YieldedToWritersError(CompactionError):
+    """A compaction commit waited ``compaction.yield.max-wait`` for the table's write leases and gave up
+    (``compaction.yield.on-timeout=skip``): nothing of it was committed; the next run plans it again."""
+
+    exit_code = 13
+    retryable = True

@@ -32,7 +32,7 @@ from compaction.core.policy import (
     _at_least,
     _no_check,
     _parse_bool,
-    _parse_duration,
+    parse_duration,
     _parse_int,
     _parse_knob,
     _Knob,
@@ -184,11 +184,11 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("rewrite_manifests_enabled", REWRITE_MANIFESTS_ENABLED, _parse_bool, _no_check),
     _Knob("rewrite_manifests_small_count", REWRITE_MANIFESTS_SMALL_COUNT, _parse_int, _at_least(2)),
     _Knob("orphans_enabled", ORPHANS_ENABLED, _parse_bool, _no_check),
-    _Knob("orphans_older_than_s", ORPHANS_OLDER_THAN, _parse_duration, _at_least(0)),
+    _Knob("orphans_older_than_s", ORPHANS_OLDER_THAN, parse_duration, _at_least(0)),
     _Knob("orphans_equal_schemes", ORPHANS_EQUAL_SCHEMES, parse_equivalences, _no_check),
     _Knob("orphans_equal_authorities", ORPHANS_EQUAL_AUTHORITIES, parse_equivalences, _no_check),
-    _Knob("in_flight_timeout_s", IN_FLIGHT_TIMEOUT, _parse_duration, _at_least(1)),
-    _Knob("clock_skew_s", CLOCK_SKEW, _parse_duration, _at_least(0)),
+    _Knob("in_flight_timeout_s", IN_FLIGHT_TIMEOUT, parse_duration, _at_least(1)),
+    _Knob("clock_skew_s", CLOCK_SKEW, parse_duration, _at_least(0)),
 )
 _BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
 _BY_ALIAS: dict[str, _Knob] = {}

@@ -31,6 +31,7 @@ from compaction.core.errors import ConfigError
 
 __all__ = [
     "CompactionPolicy",
+    "parse_duration",
     "PROPERTY_PREFIX",
     "ENABLED",
     "ENABLED_DEFAULT",
@@ -79,6 +80,11 @@ __all__ = [
     "MAJOR_SORT_COLUMNS_DEFAULT",
     "ONE_DV_PER_PUFFIN_FILE",
     "ONE_DV_PER_PUFFIN_FILE_DEFAULT",
+    "YIELD_MAX_WAIT",
+    "YIELD_MAX_WAIT_DEFAULT",
+    "YIELD_ON_TIMEOUT",
+    "YIELD_ON_TIMEOUT_DEFAULT",
+    "YIELD_ON_TIMEOUT_CHOICES",
     "SortColumn",
     "parse_sort_columns",
 ]
@@ -199,6 +205,18 @@ MAJOR_SORT_COLUMNS_DEFAULT = ""
 ONE_DV_PER_PUFFIN_FILE = "compaction.one-dv-per-puffin-file"
 ONE_DV_PER_PUFFIN_FILE_DEFAULT = False
 
+#: How long a compaction commit waits for the table's announced writers (write leases, docs/operations.md "Writers
+#: and compaction") before ``compaction.yield.on-timeout`` applies. A merge-on-read DML fails when a compaction
+#: commits between its start and its own commit (Iceberg validates the data files its deletes reference and the
+#: delete files added since it started), so a commit waits while a writer holds a lease on the table.
+YIELD_MAX_WAIT = "compaction.yield.max-wait"
+YIELD_MAX_WAIT_DEFAULT = 600
+#: ``skip``: the partitions whose commit waited too long end SKIPPED (nothing of ours committed; the next run plans
+#: them again); ``commit``: commit anyway (the writer may then fail its commit and retry).
+YIELD_ON_TIMEOUT = "compaction.yield.on-timeout"
+YIELD_ON_TIMEOUT_CHOICES = ("skip", "commit")
+YIELD_ON_TIMEOUT_DEFAULT = "skip"
+
 
 @dataclass(frozen=True)
 class SortColumn:
@@ -318,7 +336,14 @@ def _parse_strategy(key: str, value: object) -> str:
     return text
 
 
-def _parse_duration(key: str, value: object) -> int:
+def _parse_on_timeout(key: str, value: object) -> str:
+    text = _parse_text(key, value).lower()
+    if text not in YIELD_ON_TIMEOUT_CHOICES:
+        raise _fail(key, value, f"expected one of {', '.join(YIELD_ON_TIMEOUT_CHOICES)}")
+    return text
+
+
+def parse_duration(key: str, value: object) -> int:
     """Seconds: a plain integer, or an integer with one unit ``s``/``m``/``h``/``d`` (``30m``); ``off`` = 0."""
     if isinstance(value, str):
         text = value.strip().lower()
@@ -376,12 +401,14 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("min_job_group_bytes", MIN_JOB_GROUP_BYTES, _parse_int, _at_least(1)),
     _Knob("fragment_ratio", FRAGMENT_RATIO, _parse_int, _at_least(1)),
     _Knob("minor_fragment_file_count", MINOR_FRAGMENT_FILE_COUNT, _parse_int, _at_least(1)),
-    _Knob("minor_interval_seconds", MINOR_INTERVAL, _parse_duration, _at_least(0)),
+    _Knob("minor_interval_seconds", MINOR_INTERVAL, parse_duration, _at_least(0)),
     _Knob("major_segment_delete_ratio", MAJOR_SEGMENT_DELETE_RATIO, _parse_float, _ratio_in_unit_interval),
     _Knob("major_full_rewrite", MAJOR_FULL_REWRITE, _parse_bool, _no_check),
     _Knob("major_strategy", MAJOR_STRATEGY, _parse_strategy, _no_check),
     _Knob("major_sort_columns", MAJOR_SORT_COLUMNS, _parse_text, _no_check),
     _Knob("one_dv_per_puffin_file", ONE_DV_PER_PUFFIN_FILE, _parse_bool, _no_check),
+    _Knob("yield_max_wait_seconds", YIELD_MAX_WAIT, parse_duration, _at_least(0)),
+    _Knob("yield_on_timeout", YIELD_ON_TIMEOUT, _parse_on_timeout, _no_check),
 )
 _KNOB_BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
 _DERIVED_THRESHOLD = "small_file_threshold_bytes"
@@ -458,6 +485,10 @@ class CompactionPolicy:
     major_sort_columns: str = MAJOR_SORT_COLUMNS_DEFAULT
     #: ``compaction.one-dv-per-puffin-file``: v3, every DV we write in a Puffin file of its own (reader compatibility).
     one_dv_per_puffin_file: bool = ONE_DV_PER_PUFFIN_FILE_DEFAULT
+    #: ``compaction.yield.max-wait``: seconds a commit waits for the table's write leases (0: does not wait).
+    yield_max_wait_seconds: int = YIELD_MAX_WAIT_DEFAULT
+    #: ``compaction.yield.on-timeout``: ``skip`` | ``commit`` once a commit waited ``yield.max-wait``.
+    yield_on_timeout: str = YIELD_ON_TIMEOUT_DEFAULT
 
     def __post_init__(self) -> None:
         for knob in _KNOBS:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from compaction.core.results import CONFLICT, FAILED, UNSUPPORTED, PartitionStatus
+from compaction.core.results import CONFLICT, FAILED, SKIPPED, UNSUPPORTED, PartitionStatus
 
 __all__ = [
     "FailureKind", "RetryAction", "RetryLimit", "Backoff", "RetryRule", "RETRY_TABLE", "retry_rule",
@@ -57,6 +57,9 @@ class FailureKind(str, enum.Enum):
     VALIDATION_MISMATCH = "validation_mismatch"
     #: The table's shape is one this platform does not compact.
     UNSUPPORTED_TABLE = "unsupported_table"
+    #: A commit of ours waited ``compaction.yield.max-wait`` for the table's write leases and gave up
+    #: (compaction.core.yielding).
+    YIELDED_TO_WRITERS = "yielded_to_writers"
     #: Anything else (a Spark job failure, a bug).
     OTHER = "other"
 
@@ -143,6 +146,8 @@ RETRY_TABLE: dict[tuple[FailureKind, bool], RetryRule] = {
     (FailureKind.VALIDATION_MISMATCH, False): _ROLL_BACK,
     (FailureKind.UNSUPPORTED_TABLE, False): RetryRule(RetryAction.SKIP_UNSUPPORTED, status=UNSUPPORTED),
     (FailureKind.OTHER, False): RetryRule(RetryAction.GIVE_UP, status=FAILED),
+    # Yielded to a writer that announced itself: not a failure of ours, the next run plans the partition again.
+    (FailureKind.YIELDED_TO_WRITERS, False): RetryRule(RetryAction.GIVE_UP, status=SKIPPED),
     # Our commits are on main, unchecked: never kept silently, never retried on top of (a retry would build on rows
     # nobody checked). Checking reads only, so an outage is waited out and the check run then; every other failure
     # undoes them by compare-and-swap, which reads the table's current snapshot first - so a CommitStateUnknown on
@@ -157,6 +162,7 @@ RETRY_TABLE: dict[tuple[FailureKind, bool], RetryRule] = {
     (FailureKind.VALIDATION_MISMATCH, True): _ROLL_BACK,
     (FailureKind.UNSUPPORTED_TABLE, True): _ROLL_BACK,
     (FailureKind.OTHER, True): _ROLL_BACK,
+    (FailureKind.YIELDED_TO_WRITERS, True): _ROLL_BACK,
 }
 
 

@@ -73,8 +73,6 @@ from compaction.ledger.maintenance import (
     MaintenanceActionRow,
     MaintenanceRunRecord,
     MaintenanceRunRow,
-    WriteLease,
-    WriteLeaseRow,
 )
 from compaction.ledger.queue import ExecutorRecord, ExecutorRow, WorkItem, WorkItemRow
 from compaction.ledger.records import (
@@ -92,6 +90,7 @@ from compaction.ledger.records import (
 )
 from compaction.ledger.schema import Base, ConflictRow, PartitionOutcomeRow, PlanRow, RunRow, UTCDateTime
 from compaction.ledger.store import Ledger
+from compaction.ledger.writers import CommitIntent, CommitIntentRow, LedgerCommitGate, WriteLease, WriteLeaseRow
 
 __all__ = [
     "ExecutorRecord",
@@ -138,5 +137,8 @@ __all__ = [
     "MaintenanceRunRecord",
     "MaintenanceRunRow",
     "WriteLease",
+    "CommitIntent",
+    "CommitIntentRow",
+    "LedgerCommitGate",
     "WriteLeaseRow",
 ]

@@ -2,9 +2,7 @@
 
 * ``maintenance_runs``: one row per ``icecompact maintain`` (or DAG task): the plan JSON, status, times.
 * ``maintenance_actions``: one row per executed (or refused) action of a run: files and bytes it removed, detail.
-* ``write_leases``: a writer (or any process about to write files it has not committed) announces itself for a
-  bounded time; orphan removal never deletes files newer than the oldest live lease (see
-  compaction/core/maintenance.py). Compaction runs need no lease: running runs are already in ``runs``.
+Writers' leases, which orphan removal also respects, are in compaction/ledger/writers.py.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, or_, select
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from compaction.ledger.base import LedgerMixin
@@ -54,19 +52,6 @@ class MaintenanceActionRow(Base):
     duration_ms: Mapped[int | None] = mapped_column(BigInteger)
     detail_json: Mapped[str | None] = mapped_column(Text)
     recorded_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
-
-
-class WriteLeaseRow(Base):
-    __tablename__ = "write_leases"
-    __table_args__ = (Index("ix_write_leases_catalog_table_ref", "catalog", "table_ref"),)
-
-    lease_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    catalog: Mapped[str] = mapped_column(String(255))
-    table_ref: Mapped[str] = mapped_column(String(1024))
-    holder: Mapped[str] = mapped_column(String(255))
-    started_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
-    expires_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
-    released_at: Mapped[_dt.datetime | None] = mapped_column(UTCDateTime())
 
 
 @dataclass(frozen=True)
@@ -112,14 +97,6 @@ class InFlightRun:
     run_id: str
     started_at: _dt.datetime
     snapshot_ids: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class WriteLease:
-    lease_id: str
-    holder: str
-    started_at: _dt.datetime
-    expires_at: _dt.datetime
 
 
 def _run_rec(row: MaintenanceRunRow) -> MaintenanceRunRecord:
@@ -204,29 +181,3 @@ class _Maintenance(LedgerMixin):
                     ids |= {int(x) for x in (b, c) if x is not None}
                 out.append(InFlightRun(run_id, _utc(started_at), tuple(sorted(ids))))
             return out
-
-    def acquire_write_lease(self, table_ref: str, catalog: str, holder: str, *, ttl_s: float = 3600.0,
-                            now: _dt.datetime | None = None) -> str:
-        """Announce that ``holder`` is writing files to the table it has not committed yet (until released or
-        ``ttl_s`` from now). Orphan removal keeps every file newer than the oldest live lease."""
-        at = _utc(now, "now")
-        lease_id = str(uuid.uuid4())
-        with self._write("acquiring a write lease") as session:
-            session.add(WriteLeaseRow(lease_id=lease_id, catalog=catalog, table_ref=table_ref, holder=holder[:255],
-                                      started_at=at, expires_at=at + _dt.timedelta(seconds=ttl_s)))
-        return lease_id
-
-    def release_write_lease(self, lease_id: str, *, now: _dt.datetime | None = None) -> None:
-        with self._write("releasing a write lease") as session:
-            row = session.get(WriteLeaseRow, lease_id)
-            if row is None:
-                raise LedgerError(f"unknown write lease {lease_id!r}")
-            row.released_at = _utc(now, "now")
-
-    def active_write_leases(self, table_ref: str, *, catalog: str, now: _dt.datetime | None = None) -> list[WriteLease]:
-        at = _utc(now, "now")
-        w = WriteLeaseRow
-        stmt = (select(w).where(w.table_ref == table_ref, w.catalog == catalog, w.expires_at > at,
-                                or_(w.released_at.is_(None), w.released_at > at)).order_by(w.started_at))
-        with self._read("reading write leases") as session:
-            return [WriteLease(r.lease_id, r.holder, r.started_at, r.expires_at) for r in session.execute(stmt).scalars()]

@@ -26,11 +26,12 @@ from compaction.ledger.maintenance import _Maintenance
 from compaction.ledger.queue import _Queue
 from compaction.ledger.records import _clip
 from compaction.ledger.runs import _Runs
+from compaction.ledger.writers import _Writers
 
 # ==============================================================================================================
 
 
-class Ledger(_Runs, _HealthSamples, _Maintenance, _SnapshotChecks, _Queue):
+class Ledger(_Runs, _HealthSamples, _Maintenance, _SnapshotChecks, _Queue, _Writers):
     """Store of plans, runs, per-partition outcomes and commit conflicts. Open with :meth:`Ledger.open`.
 
     A ``Ledger`` owns a SQLAlchemy engine (connection pool): close it (or use it as a context manager). It is

@@ -7,6 +7,7 @@ job's. Used by the CLI and by the Airflow DAG.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from compaction.core.results import (
 from compaction.core.run_options import MAX_PARALLEL_JOBS_DEFAULT, MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT
 from compaction.ops.executor import ensure_executor, group_results, wait_for_work
 from compaction.metadata.inspect import inspect_table, load_table, table_state
-from compaction.ledger import Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
+from compaction.ledger import LEDGER_URL_ENV, Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
 from compaction.spark.session import SparkSettings
 from compaction.spark.contract import progress_path
 from compaction.ops.submit import (
@@ -158,6 +159,9 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
     plan_path = write_plan(report.run_id, compaction_plan)
     run_dir = plan_path.parent
     workers = 1 if is_single_writer(catalog) else max(1, max_parallel_jobs)
+    # The job's commits yield to writers' leases in this ledger (compaction.spark.gate); the URL may hold a password,
+    # so it goes through the environment, never argv.
+    job_env = {**os.environ, LEDGER_URL_ENV: ledger.connection_url()}
 
     def submit(group_id: int) -> tuple[int, dict[str, Any] | None, str | None]:
         request = SubmitRequest(
@@ -167,7 +171,7 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
         )
         progress(f"group {group_id}: spark-submit ({spark_settings.master})")
         try:
-            outcome = run_submit(request, on_output=progress, timeout_s=timeout_s)
+            outcome = run_submit(request, on_output=progress, timeout_s=timeout_s, env=job_env)
         except CompactionError as e:
             result = getattr(e, "result", None)
             if result is None:  # what a job that ended early had committed and validated
@@ -196,7 +200,7 @@ def _execute(catalog: CatalogConfig, compaction_plan: CompactionPlan, report: Ru
         progress(f"groups {', '.join(map(str, group_ids))}: one spark-submit ({spark_settings.master})")
         error: str | None = None
         try:
-            run_submit(request, on_output=progress, timeout_s=timeout_s)
+            run_submit(request, on_output=progress, timeout_s=timeout_s, env=job_env)
         except CompactionError as e:
             error = str(e)
         out = []

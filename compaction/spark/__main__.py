@@ -13,15 +13,19 @@ passed in argv. Writes a JSON :class:`~compaction.spark.job.GroupResult` to ``--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from compaction.core.errors import CompactionError, ConfigError
 from compaction.core.identifiers import validate_identifier_part
 from compaction.core.plan import CompactionPlan
 from compaction.core.run_options import MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT, VALIDATION_LEVELS
+from compaction.ledger.engine import LEDGER_URL_ENV
+from compaction.spark.gate import gated
 
 
 def _write(path: Path, payload: dict) -> None:  # type: ignore[type-arg]
@@ -92,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.getOrCreate()
-        results = run_groups(spark, plan, list(paths), level=level, max_retries=args.max_retries,
-                             progress=lambda m: print(m, file=sys.stderr, flush=True),
-                             checkpoint=lambda gid, incomplete: _write(progress_path(paths[gid]), incomplete))
+        progress = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        with _commit_gate(plan, progress) as gate, gated(gate, plan):
+            results = run_groups(spark, plan, list(paths), level=level, max_retries=args.max_retries,
+                                 progress=progress,
+                                 checkpoint=lambda gid, incomplete: _write(progress_path(paths[gid]), incomplete))
     except CompactionError as e:
         results = [error_result(plan_id, gid, table, e) for gid in paths]
     for result in results:
@@ -102,6 +108,20 @@ def main(argv: list[str] | None = None) -> int:
         progress_path(paths[result.group_id]).unlink(missing_ok=True)
         print(f"icecompact: group {result.group_id} {result.status}", file=sys.stderr, flush=True)
     return max(result.exit_code for result in results)
+
+
+@contextlib.contextmanager
+def _commit_gate(plan: CompactionPlan, progress: Callable[[str], None]) -> Iterator[Any]:
+    """The ledger's commit gate when the host handed the job its ledger (``$ICECOMPACT_LEDGER_URL``, set by
+    ``icecompact run``): every commit then yields to the writers' leases (compaction.core.yielding). Without it
+    (a job started by other means, a cluster-mode driver without the host's environment) commits are not gated."""
+    if not os.environ.get(LEDGER_URL_ENV):
+        yield None
+        return
+    from compaction.ledger import Ledger, LedgerCommitGate
+
+    with Ledger.open(upgrade=False) as ledger:
+        yield LedgerCommitGate(ledger, plan.table.catalog, f"plan {plan.plan_id}", progress=progress)
 
 
 def _serve(args: argparse.Namespace) -> int:

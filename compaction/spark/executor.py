@@ -31,6 +31,8 @@ from compaction.core.queue import (
     RestartLimits,
     restart_reason,
 )
+from compaction.ledger.writers import LedgerCommitGate
+from compaction.spark.gate import gated
 
 #: Exit code of an executor that wants to be replaced by a fresh one (EX_TEMPFAIL).
 EXIT_RESTART = 75
@@ -130,8 +132,12 @@ def run_item(spark: Any, ledger: Any, item: Any, executor_id: str, options: Serv
         try:
             plan = CompactionPlan.from_json(item.plan_json)
             level = ValidationLevel.parse(item.validation)
-            done = run_groups(spark, plan, group_ids, level=level, max_retries=item.max_retries, progress=progress,
-                              checkpoint=_checkpoint(ledger, item.item_id, executor_id, progress))
+            # Every commit of ours first yields to the writers holding a lease on the table (compaction.core.yielding).
+            gate = LedgerCommitGate(ledger, plan.table.catalog, f"plan {plan.plan_id} item {item.item_id}",
+                                    progress=progress)
+            with gated(gate, plan):
+                done = run_groups(spark, plan, group_ids, level=level, max_retries=item.max_retries,
+                                  progress=progress, checkpoint=_checkpoint(ledger, item.item_id, executor_id, progress))
             results = {r.group_id: r.to_dict() for r in done}
         except CompactionError as e:
             results = {gid: error_result(item.plan_id, gid, item.table_ref, e).to_dict() for gid in group_ids}

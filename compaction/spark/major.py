@@ -26,6 +26,7 @@ from compaction.core.model import DeleteContent
 from compaction.core.posthoc import PLAN_PROPERTY as POSTHOC_PLAN_PROPERTY
 from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
+from compaction.spark.gate import commit_window
 from compaction.spark.partition_files import (
     PartitionFiles,
     _iterate,
@@ -405,9 +406,12 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         .snapshotProperty(TASK_PROPERTY, tag)
         .snapshotProperty(PLAN_PROPERTY, plan_id)
     )
-    _inject_fault("before-rewrite", spark)
-    result = action.execute()
-    _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
+    # Iceberg's action commits inside execute(): the commit intent covers the whole rewrite, so a writer taking a
+    # lease meanwhile waits for it (compaction.core.yielding), and the rewrite starts only once no lease is live.
+    with commit_window("MAJOR rewrite"):
+        _inject_fault("before-rewrite", spark)
+        result = action.execute()
+        _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
     return (int(result.rewrittenDataFilesCount()), int(result.addedDataFilesCount()),
             int(result.removedDeleteFilesCount()))
 
@@ -433,7 +437,8 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id:
                .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
     for d in removable:
         rewrite = rewrite.deleteFile(d)
-    rewrite.commit()
+    with commit_window("dangling-delete cleanup"):
+        rewrite.commit()
     commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:
         raise CommitConflictError("dangling-delete cleanup committed but its snapshot was not found on main")

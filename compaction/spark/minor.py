@@ -50,6 +50,7 @@ from compaction.spark.minor_write import (  # noqa: F401  (writers re-exported: 
     write_deletion_vectors,
     write_position_delete_files,
 )
+from compaction.spark.gate import commit_window
 from compaction.spark.partition_files import (
     PartitionFiles,
     _iterate,
@@ -725,27 +726,29 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
     removed = {i: {**changes[i].work.equality, **changes[i].work.positional, **changes[i].work.dangling}
                for i in busy}
     work = merge_works(changes[i].work for i in busy)
-    check_no_conflicting_changes(spark, table, expression, base_id, None, work)
+    # A writer holding a lease on the table goes first (compaction.core.yielding): its DML would fail on our commit.
+    with commit_window(f"MINOR of {len(busy)} partition(s)"):
+        check_no_conflicting_changes(spark, table, expression, base_id, None, work)
 
-    required = sorted(set(work.eq_targets) | set(work.data_files))
-    cleanup = J.DeferredCleanup(spark)
-    delta = (
-        cleanup.attach(table.newRowDelta())
-        .validateFromSnapshot(base_id)
-        .conflictDetectionFilter(expression)
-        .validateDeletedFiles()
-        .set(TASK_PROPERTY, tag)
-        .set(PLAN_PROPERTY, plan_id)
-        .set(KIND_PROPERTY, "minor")
-    )
-    if required:
-        delta = delta.validateDataFilesExist(_java_list(spark, required))
-    for i in busy:
-        for f in new_files[i]:
-            delta = delta.addDeletes(f)
-        for d in removed[i].values():
-            delta = delta.removeDeletes(d)
-    delta.commit()
+        required = sorted(set(work.eq_targets) | set(work.data_files))
+        cleanup = J.DeferredCleanup(spark)
+        delta = (
+            cleanup.attach(table.newRowDelta())
+            .validateFromSnapshot(base_id)
+            .conflictDetectionFilter(expression)
+            .validateDeletedFiles()
+            .set(TASK_PROPERTY, tag)
+            .set(PLAN_PROPERTY, plan_id)
+            .set(KIND_PROPERTY, "minor")
+        )
+        if required:
+            delta = delta.validateDataFilesExist(_java_list(spark, required))
+        for i in busy:
+            for f in new_files[i]:
+                delta = delta.addDeletes(f)
+            for d in removed[i].values():
+                delta = delta.removeDeletes(d)
+        delta.commit()
     commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:
         raise CommitConflictError("MINOR committed but its snapshot was not found on main")

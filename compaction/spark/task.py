@@ -18,6 +18,7 @@ from compaction.core.errors import (
     CompactionError,
     StorageUnavailableError,
     UnsupportedTableError,
+    YieldedToWritersError,
 )
 from compaction.core.identifiers import quoted
 from compaction.core.model import DeleteContent
@@ -128,6 +129,8 @@ def failure_kind(err: CompactionError, chain: Sequence[tuple[str, str]] = ()) ->
         return FailureKind.UNSUPPORTED_TABLE
     if isinstance(err, StorageUnavailableError):
         return FailureKind.STORAGE_UNAVAILABLE
+    if isinstance(err, YieldedToWritersError):
+        return FailureKind.YIELDED_TO_WRITERS
     # Wrapped or not (a Spark or runtime exception around it): the commit may have landed.
     if any(cls.endswith(".CommitStateUnknownException") for cls, _ in chain):
         return FailureKind.COMMIT_STATE_UNKNOWN
@@ -286,6 +289,8 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
                     continue  # the next attempt scans the current snapshot and decides again
             elif action is RetryAction.SKIP_UNSUPPORTED:
                 result.reason = f"{UNSUPPORTED_PREFIX}{err}"
+            elif kind is FailureKind.YIELDED_TO_WRITERS:
+                result.reason = str(err)
             result.status = rule.status or FAILED
             result.error, result.error_class, result.exit_code = str(err), type(err).__name__, err.exit_code
             break

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode, CompactionPlan
@@ -14,6 +14,8 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.core.results import COMMITTED, NO_OP, SKIPPED, GroupResult, PartitionResult
+from compaction.core.yielding import CommitGate
+from compaction.spark.gate import gated
 from compaction.spark.job import MAX_RETRIES_DEFAULT, run_group
 from compaction.spark.validation import ValidationLevel
 
@@ -52,14 +54,19 @@ def compact_in_process(spark: Any, catalog: CatalogConfig, table_name: str, mode
                        overrides: Mapping[str, Any] | None = None,
                        now: _dt.datetime | None = None,
                        max_retries: int = MAX_RETRIES_DEFAULT,
-                       clean: bool = False) -> InProcessRun:
+                       clean: bool = False,
+                       gate: CommitGate | None = None,
+                       progress: Callable[[str], None] | None = None) -> InProcessRun:
     """Plan ``mode`` on ``table_name`` (policy from its properties and ``overrides``) and run every job group in
-    ``spark``. ``clean``: assert :meth:`InProcessRun.assert_clean`."""
+    ``spark``. ``clean``: assert :meth:`InProcessRun.assert_clean`; ``gate``: every commit passes it (as in the
+    resident executor, compaction.ledger.writers.LedgerCommitGate)."""
     state = inspect_table(catalog, table_name)
     the_plan = plan(state, CompactionPolicy.resolve(state.properties, dict(overrides) if overrides else None), mode,
                     now or DEFAULT_NOW)
-    run = InProcessRun(the_plan, tuple(run_group(spark, the_plan, g.group_id, level=level, max_retries=max_retries)
-                                       for g in the_plan.groups))
+    with gated(gate, the_plan):
+        run = InProcessRun(the_plan, tuple(run_group(spark, the_plan, g.group_id, level=level, max_retries=max_retries,
+                                                     progress=progress)
+                                           for g in the_plan.groups))
     if clean:
         run.assert_clean()
     return run

@@ -37,6 +37,8 @@ TABLE = [
     ("major_strategy", "compaction.major.strategy", "binpack"),
     ("major_sort_columns", "compaction.major.sort-columns", ""),
     ("one_dv_per_puffin_file", "compaction.one-dv-per-puffin-file", False),
+    ("yield_max_wait_seconds", "compaction.yield.max-wait", 600),
+    ("yield_on_timeout", "compaction.yield.on-timeout", "skip"),
 ]
 
 
@@ -48,8 +50,8 @@ def test_defaults_keys_and_constants() -> None:
         if fieldname != "min_file_size_bytes":
             assert getattr(pol, fieldname) == default, fieldname
         const = fieldname.upper()
-        if fieldname == "minor_interval_seconds":
-            const = "MINOR_INTERVAL"
+        if fieldname.endswith("_seconds"):  # durations: the key names the knob, the field its unit
+            const = const[: -len("_SECONDS")]
         assert getattr(P, const) == key
         assert getattr(P, const + "_DEFAULT") == default
     assert pol.small_file_threshold_bytes == int(0.75 * 128 * MiB)
