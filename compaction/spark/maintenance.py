@@ -466,7 +466,12 @@ def action_error(error: BaseException) -> str:
         first = (message or "").strip().split("\n", 1)[0][:300]
         parts.append(f"{cls.rsplit('.', 1)[-1]}: {first}" if first and first != "None" else cls.rsplit(".", 1)[-1])
     text = "; caused by ".join(parts)
-    if any(cls.endswith("CommitStateUnknownException") for cls, _ in chain):
+    # A connection that broke on the commit's POST (reset, timed out after the catalog took it) is as unknown as a
+    # lost answer, although Iceberg's REST client raises a plain RESTException for it.
+    broken_post = (chain[0][0].endswith("RESTException") and "POST" in (chain[0][1] or "")
+                   and any(cls.startswith("java.net.") or cls.endswith(("IOException", "NoHttpResponseException"))
+                           for cls, _ in chain[1:]))
+    if broken_post or any(cls.endswith("CommitStateUnknownException") for cls, _ in chain):
         text = ("the catalog's answer to the commit was lost, it may have taken effect: nothing was deleted, the "
                 f"next run reads the table again ({text})")
     return text

@@ -200,11 +200,12 @@ def test_maintenance_under_seeded_slow_downs_and_resets_keeps_every_row_and_file
           f"first run {report.status}: {_statuses(report)}")
 
 
-@pytest.mark.parametrize("lost", ["expire", "rewrite_manifests"])
+@pytest.mark.parametrize("lost, how", [("expire", "503"), ("rewrite_manifests", "503"), ("rewrite_manifests", "reset")])
 def test_a_maintenance_commit_whose_answer_is_lost_keeps_every_committed_file(  # type: ignore[no-untyped-def]
-        spark, rest_catalog: CatalogConfig, object_store, proxies, tmp_path: Path, lost: str) -> None:
-    """The catalog takes the expiry's (or the manifest rewrite's) commit, its answer is lost (a gateway's 503):
-    Iceberg's REST client retries it and the retry fails its requirements, or the state is unknown. Whatever the
+        spark, rest_catalog: CatalogConfig, object_store, proxies, tmp_path: Path, lost: str, how: str) -> None:
+    """The catalog takes the expiry's (or the manifest rewrite's) commit, its answer is lost: a gateway's 503
+    (Iceberg: CommitStateUnknownException) or a connection reset after the catalog answered (Iceberg: a plain
+    RESTException, for which the REST table operations' strict clean-up deletes nothing either). Whatever the
     action reports, no row changes, no file a snapshot in the metadata references is deleted - not by Iceberg's
     clean-up of a commit it takes for failed, not by the orphan removal of this run or of the next - the commit is
     on the table once, and the next run without faults succeeds and deletes the planted orphan (only it)."""
@@ -217,7 +218,11 @@ def test_a_maintenance_commit_whose_answer_is_lost_keeps_every_committed_file(  
     # The first commit on the table is the action's: the expiry runs first; without it the manifest rewrite.
     overrides = dict(ALL_ACTIONS) if lost == "expire" else {**ALL_ACTIONS, "expire_enabled": False}
     through = _through(spark, object_store, s3, rest, f"mlost{lost[:3]}")
-    rest.lose_answer_of_next(1, method="POST", path=rf"/tables/{name.split('.')[1]}$")
+    commit = rf"/tables/{name.split('.')[1]}$"
+    if how == "503":
+        rest.lose_answer_of_next(1, method="POST", path=commit)
+    else:  # the connection is reset once the catalog answered
+        rest.reset_next(1, method="POST", path=commit, after_forward=True)
     with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
         report, error, lines = _maintain(through, name, spark, ledger, overrides)
         assert rest.faults_served == 1, (rest.log, lines)
@@ -358,8 +363,14 @@ def test_a_failed_action_reports_the_java_exception_chain_without_a_stack_trace(
     reset = Py4JJavaError(_Java("org.apache.iceberg.exceptions.RESTException",
                                 "Error occurred while processing POST request",
                                 _Java("java.net.SocketException", "Connection reset")))
-    assert action_error(reset) == ("RESTException: Error occurred while processing POST request; "
-                                   "caused by SocketException: Connection reset")
+    assert action_error(reset) == ("the catalog's answer to the commit was lost, it may have taken effect: nothing "
+                                   "was deleted, the next run reads the table again (RESTException: Error occurred "
+                                   "while processing POST request; caused by SocketException: Connection reset)")
+    refused = Py4JJavaError(_Java("org.apache.iceberg.exceptions.RESTException",
+                                  "Error occurred while processing GET request",
+                                  _Java("java.net.ConnectException", "Connection refused")))
+    assert action_error(refused) == ("RESTException: Error occurred while processing GET request; "
+                                     "caused by ConnectException: Connection refused")
     lost = Py4JJavaError(_Java("org.apache.iceberg.exceptions.CommitStateUnknownException",
                                "Service failed: 503\nCannot determine whether the commit was successful\n\tat x"))
     text = action_error(lost)
