@@ -329,8 +329,12 @@ def _landed_unrecorded(table: Any, base_id: int, plan_id: str, result: Partition
     except Exception:  # noqa: BLE001 - cannot look: as before, the failure decides
         return []
     if landed:
-        emit(progress, f"icecompact: {result.label}: the attempt failed ({err}) but snapshot(s) "
-                        f"{', '.join(map(str, landed))} of this plan landed")
+        # Said in the partition's reason too: the failure's own message reads as if nothing landed (a JDBC catalog
+        # reports a lost answer as CommitFailedException, then the retry's ValidationException).
+        note = (f"snapshot(s) {', '.join(map(str, landed))} of this plan landed although the commit failed: the "
+                "catalog took it and its answer was lost")
+        result.reason = f"{result.reason}; {note}" if result.reason else note
+        emit(progress, f"icecompact: {result.label}: {note} ({err})")
     return landed
 
 
