@@ -105,6 +105,17 @@ class _Writers(LedgerMixin):
                 raise LedgerError(f"unknown write lease {lease_id!r}")
             row.released_at = _utc(now, "now")
 
+    def release_write_leases_of(self, table_ref: str, catalog: str, holder: str, *,
+                                now: _dt.datetime | None = None) -> int:
+        """Release every live lease of ``holder`` on the table; returns how many."""
+        at = _utc(now, "now")
+        with self._write("releasing write leases") as session:
+            rows = session.execute(select(WriteLeaseRow).where(*_live(WriteLeaseRow, table_ref, catalog, at),
+                                                               WriteLeaseRow.holder == holder[:255])).scalars().all()
+            for row in rows:
+                row.released_at = at
+            return len(rows)
+
     def active_write_leases(self, table_ref: str, *, catalog: str, now: _dt.datetime | None = None) -> list[WriteLease]:
         stmt = select(WriteLeaseRow).where(*_live(WriteLeaseRow, table_ref, catalog, _utc(now, "now")))
         with self._read("reading write leases") as session:

@@ -15,6 +15,7 @@ import os
 import socket
 from typing import Callable, Iterator
 
+from compaction.catalog import validate_catalog_name
 from compaction.core.errors import ConfigError
 from compaction.core.identifiers import parse_table_identifier
 from compaction.ledger import Ledger
@@ -32,7 +33,7 @@ def default_holder() -> str:
 def _table_ref(table: str, catalog: str) -> str:
     if not catalog:
         raise ConfigError("a write lease needs the catalog's name (--catalog, or $ICECOMPACT_CATALOG)")
-    return parse_table_identifier(table, catalog).dotted
+    return parse_table_identifier(table, validate_catalog_name(catalog)).dotted
 
 
 def acquire(ledger: Ledger, table: str, catalog: str, *, holder: str | None = None,
@@ -52,6 +53,12 @@ def acquire(ledger: Ledger, table: str, catalog: str, *, holder: str | None = No
             ledger.release_write_lease(lease)
         raise
     return lease
+
+
+def release_holder(ledger: Ledger, table: str, catalog: str, holder: str) -> int:
+    """End every live lease ``holder`` has on ``table`` (a holder that did not keep its lease ids: an Airflow task
+    ended by another process); returns how many."""
+    return ledger.release_write_leases_of(_table_ref(table, catalog), catalog, holder)
 
 
 @contextlib.contextmanager
