@@ -370,6 +370,32 @@ def test_a_minor_group_with_nothing_to_merge_runs_no_rewrite_action(  # type: ig
         assert (p.rewritten_data_files > 0) == fragments, (p.label, p.rewritten_data_files)
 
 
+def _minor_group_with_a_writer_after_the_read(spark, catalog: CatalogConfig, table: str, monkeypatch,  # type: ignore[no-untyped-def]
+                                              writer) -> tuple[list, list[int], list[str]]:
+    """Plan MINOR on ``table`` (one group of four partitions) and run it with ``writer()`` called right after the
+    group's read, before any commit. Returns (partition results, partitions per group read, progress lines)."""
+    from compaction.spark import job as job_module
+
+    original = job_module._prepare_minor_group
+    reads: list[int] = []
+
+    def racing_prepare(spark_, plan_, tasks, progress):  # type: ignore[no-untyped-def]
+        prepared = original(spark_, plan_, tasks, progress)
+        reads.append(len(prepared))
+        if len(reads) == 1:
+            writer()
+        return prepared
+
+    monkeypatch.setattr(job_module, "_prepare_minor_group", racing_prepare)
+    state = inspect_table(catalog, table)
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, NO_FRAGMENTS), CompactionMode.MINOR, NOW)
+    assert len(compaction_plan.groups) == 1 and len(compaction_plan.groups[0].tasks) == 4, compaction_plan.groups
+    lines: list[str] = []
+    (result,) = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT, progress=lines.append)
+                 for g in compaction_plan.groups]
+    return result.partitions, reads, lines
+
+
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, monkeypatch, format_version: int) -> None:
@@ -377,8 +403,6 @@ def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # t
     commit: their positions are stale (a second DV for one data file is invalid on v3), so the group commits the other
     two and reads the two again in one Spark job and one commit, not one partition at a time. Rows:
     exactly the writer's model."""
-    from compaction.spark import job as job_module
-
     workload = generate(spark, sqlite_catalog, "cdc.stale", WorkloadSpec(
         seed=43, format_version=format_version, partitioning="days_ts", days_span=4, commits=3,
         rows_per_commit=40, evolve_spec=False, use_equality_deletes=True, eq_delete_fraction=0.7))
@@ -391,25 +415,13 @@ def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # t
     expected = Counter(before.rows)
     for row in victims:
         del expected[row]
-    original = job_module._prepare_minor_group
-    reads: list[int] = []
 
-    def racing_prepare(spark_, plan_, tasks, progress):  # type: ignore[no-untyped-def]
-        prepared = original(spark_, plan_, tasks, progress)
-        reads.append(len(prepared))
-        if len(reads) == 1:
-            ids = ", ".join(str(int(row[0])) for row in victims)
-            spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
-        return prepared
+    def writer() -> None:
+        ids = ", ".join(str(int(row[0])) for row in victims)
+        spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
 
-    monkeypatch.setattr(job_module, "_prepare_minor_group", racing_prepare)
-    state = inspect_table(sqlite_catalog, "cdc.stale")
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, NO_FRAGMENTS), CompactionMode.MINOR, NOW)
-    assert len(compaction_plan.groups) == 1 and len(compaction_plan.groups[0].tasks) == 4, compaction_plan.groups
-    lines: list[str] = []
-    (result,) = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT, progress=lines.append)
-                 for g in compaction_plan.groups]
-    parts = result.partitions
+    parts, reads, lines = _minor_group_with_a_writer_after_the_read(spark, sqlite_catalog, "cdc.stale", monkeypatch,
+                                                                   writer)
     assert [p.status for p in parts] == [COMMITTED] * 4, [(p.label, p.status, p.error) for p in parts]
     assert reads == [4, 2], (reads, lines)  # the group read, then the two stale partitions read again together
     assert any("changed since the group read" in line for line in lines), lines
@@ -425,7 +437,6 @@ def test_minor_partitions_made_stale_by_a_writer_are_read_again_as_a_group(  # t
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
-
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_minor_group_keeps_its_read_across_a_writers_deletes_on_its_own_new_files(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, monkeypatch, format_version: int) -> None:
@@ -433,8 +444,6 @@ def test_minor_group_keeps_its_read_across_a_writers_deletes_on_its_own_new_file
     (a position delete, or on v3 a DV, naming only the writer's new data file: what a streaming upsert writer commits
     every checkpoint). Nothing the read covers changed, so the group commits all four partitions at once without
     reading again, and the rows are exactly the writer's."""
-    from compaction.spark import job as job_module
-
     workload = generate(spark, sqlite_catalog, "cdc.newdel", WorkloadSpec(
         seed=44, format_version=format_version, partitioning="days_ts", days_span=4, commits=3,
         rows_per_commit=40, evolve_spec=False, use_equality_deletes=True, eq_delete_fraction=0.7))
@@ -448,29 +457,17 @@ def test_minor_group_keeps_its_read_across_a_writers_deletes_on_its_own_new_file
     new_ids = [int(row[0]) + 900_000 for row in copied]
     expected = Counter(before.rows)
     expected.update([(int(row[0]) + 900_000, *row[1:4], "new") for row in copied[1:]])
-    original = job_module._prepare_minor_group
-    reads: list[int] = []
     writer_snapshots: list[int] = []
 
-    def racing_prepare(spark_, plan_, tasks, progress):  # type: ignore[no-untyped-def]
-        prepared = original(spark_, plan_, tasks, progress)
-        reads.append(len(prepared))
-        if len(reads) == 1:
-            ids = ", ".join(str(int(row[0])) for row in copied)
-            spark.sql(f"INSERT INTO {workload.table} SELECT id + 900000, region, ts, amount, 'new' "
-                      f"FROM {workload.table} WHERE id IN ({ids})")
-            spark.sql(f"DELETE FROM {workload.table} WHERE id = {new_ids[0]}")
-            writer_snapshots.append(sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id)
-        return prepared
+    def writer() -> None:
+        ids = ", ".join(str(int(row[0])) for row in copied)
+        spark.sql(f"INSERT INTO {workload.table} SELECT id + 900000, region, ts, amount, 'new' "
+                  f"FROM {workload.table} WHERE id IN ({ids})")
+        spark.sql(f"DELETE FROM {workload.table} WHERE id = {new_ids[0]}")
+        writer_snapshots.append(sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id)
 
-    monkeypatch.setattr(job_module, "_prepare_minor_group", racing_prepare)
-    state = inspect_table(sqlite_catalog, "cdc.newdel")
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, NO_FRAGMENTS), CompactionMode.MINOR, NOW)
-    assert len(compaction_plan.groups) == 1 and len(compaction_plan.groups[0].tasks) == 4, compaction_plan.groups
-    lines: list[str] = []
-    (result,) = [run_group(spark, compaction_plan, g.group_id, level=ValidationLevel.COUNT, progress=lines.append)
-                 for g in compaction_plan.groups]
-    parts = result.partitions
+    parts, reads, lines = _minor_group_with_a_writer_after_the_read(spark, sqlite_catalog, "cdc.newdel", monkeypatch,
+                                                                   writer)
     assert [p.status for p in parts] == [COMMITTED] * 4, [(p.label, p.status, p.error) for p in parts]
     assert reads == [4], (reads, lines)
     assert len({p.commit_snapshot_ids[-1] for p in parts}) == 1, [(p.label, p.commit_snapshot_ids) for p in parts]

@@ -17,7 +17,7 @@ from compaction.core.results import COMMITTED, SKIPPED
 from compaction.demo.workload import WorkloadSpec, generate, spark_rows
 from compaction.ledger import Ledger, LedgerCommitGate
 from icecompact_testing.inprocess import InProcessRun, compact_in_process
-from icecompact_testing.oracle import read_table
+from icecompact_testing.oracle import ancestor_ids, read_table
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -79,13 +79,8 @@ def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # 
         assert all(p.status == COMMITTED for p in run.partitions), [(p.label, p.status, p.reason) for p in run.partitions]
         # Ours came after the writer's: every commit of ours descends from the writer's snapshot.
         table = sqlite_catalog.load().load_table(workload.identifier)
-        parents = {s.snapshot_id: s.parent_snapshot_id for s in table.snapshots()}
         for sid in {c for p in run.partitions for c in p.commit_snapshot_ids}:
-            chain = []
-            while sid is not None:
-                chain.append(sid)
-                sid = parents.get(sid)
-            assert writer_snapshot in chain
+            assert writer_snapshot in ancestor_ids(table, sid)
         assert any("the writers' leases ended after" in line for line in lines), lines
         assert ledger.live_commit_intents("cdc.yield_minor", catalog=sqlite_catalog.name) == []
     after = read_table(table)

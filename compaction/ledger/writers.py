@@ -36,30 +36,29 @@ COMMIT_INTENT_TTL_S_DEFAULT = 60.0
 WRITE_LEASE_TTL_S_DEFAULT = 3600.0
 
 
-class WriteLeaseRow(Base):
+class _TableClaim:
+    """The columns a lease and an intent share: who claims which table, from when until when."""
+
+    catalog: Mapped[str] = mapped_column(String(255))
+    table_ref: Mapped[str] = mapped_column(String(1024))
+    holder: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
+    released_at: Mapped[_dt.datetime | None] = mapped_column(UTCDateTime())
+
+
+class WriteLeaseRow(_TableClaim, Base):
     __tablename__ = "write_leases"
     __table_args__ = (Index("ix_write_leases_catalog_table_ref", "catalog", "table_ref"),)
 
     lease_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    catalog: Mapped[str] = mapped_column(String(255))
-    table_ref: Mapped[str] = mapped_column(String(1024))
-    holder: Mapped[str] = mapped_column(String(255))
-    started_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
-    expires_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
-    released_at: Mapped[_dt.datetime | None] = mapped_column(UTCDateTime())
 
 
-class CommitIntentRow(Base):
+class CommitIntentRow(_TableClaim, Base):
     __tablename__ = "commit_intents"
     __table_args__ = (Index("ix_commit_intents_catalog_table_ref", "catalog", "table_ref"),)
 
     intent_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    catalog: Mapped[str] = mapped_column(String(255))
-    table_ref: Mapped[str] = mapped_column(String(1024))
-    holder: Mapped[str] = mapped_column(String(255))
-    started_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
-    expires_at: Mapped[_dt.datetime] = mapped_column(UTCDateTime())
-    released_at: Mapped[_dt.datetime | None] = mapped_column(UTCDateTime())
 
 
 @dataclass(frozen=True)

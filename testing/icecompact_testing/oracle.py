@@ -751,3 +751,10 @@ def rows_diff(expected: Mapping[tuple[Any, ...], int], actual: Mapping[tuple[Any
     lines += [f"  - {r!r} x{c}" for r, c in list(missing.items())[:limit]]
     lines += [f"  + {r!r} x{c}" for r, c in list(extra.items())[:limit]]
     return "\n".join(lines)
+
+
+def ancestor_ids(table: Any, snapshot_id: int) -> list[int]:
+    """``snapshot_id`` and its ancestors, newest first (pyiceberg's ``ancestors_of``)."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    return [s.snapshot_id for s in ancestors_of(table.snapshot_by_id(snapshot_id), table.metadata)]
