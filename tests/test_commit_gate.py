@@ -126,3 +126,33 @@ def test_a_writer_taking_a_lease_waits_for_the_commit_under_way(ledger: Ledger) 
     thread.join(timeout=30)
     waiter.join(timeout=60)
     assert order == ["compaction committed", "writer starts"]
+
+
+def test_a_gate_opens_its_ledger_at_the_first_commit_and_waits_out_an_outage(
+        ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spark-submit job's gate opens the ledger only when it commits, and a ledger that does not answer then (the
+    database restarting) is waited for like the catalog; past the bound the commit fails with nothing committed."""
+    import compaction.ledger.writers as writers
+
+    monkeypatch.setattr(writers, "CATALOG_RETRY_INTERVAL_S", 0.01)
+    opened: list[str] = []
+
+    def flaky_open() -> Ledger:
+        opened.append("try")
+        if len(opened) < 3:
+            raise LedgerError("connection refused")
+        return ledger
+
+    lines: list[str] = []
+    gate = LedgerCommitGate(flaky_open, "cat", "job", progress=lines.append)
+    assert opened == []  # nothing opened before the first commit
+    with gate.commit_window("db.t", WAIT, "MINOR") as decision:
+        assert decision.action is GateAction.COMMIT
+    assert len(opened) == 3 and any("waiting for the ledger" in line for line in lines)
+
+    def down() -> Ledger:
+        raise LedgerError("connection refused")
+
+    with pytest.raises(LedgerError, match="did not answer for 0 s, nothing committed"):
+        with LedgerCommitGate(down, "cat", "job", outage_s=0).commit_window("db.t", WAIT, "MAJOR"):
+            pytest.fail("committed without reading the leases")

@@ -17,18 +17,21 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from sqlalchemy import Index, String, or_, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from compaction.core.errors import YieldedToWritersError
 from compaction.core.policy import CompactionPolicy
+from compaction.core.retry import CATALOG_OUTAGE_WAIT_S, CATALOG_RETRY_INTERVAL_S
 from compaction.core.yielding import POLL_S_DEFAULT, GateAction, GateDecision, LeaseView, decide_commit
 from compaction.ledger.base import LedgerMixin
 from compaction.ledger.errors import LedgerError
 from compaction.ledger.records import _utc
 from compaction.ledger.schema import Base, UTCDateTime
+
+_T = TypeVar("_T")
 
 #: A commit intent's lifetime unless renewed; renewed every third of it while the commit runs.
 COMMIT_INTENT_TTL_S_DEFAULT = 60.0
@@ -194,16 +197,46 @@ class _IntentKeeper:
 
 class LedgerCommitGate:
     """:class:`compaction.core.yielding.CommitGate` on the ledger: records the commit intent, reads the leases, waits
-    (intent withdrawn) while a writer holds one, and keeps the intent until the commit is done."""
+    (intent withdrawn) while a writer holds one, and keeps the intent until the commit is done.
 
-    def __init__(self, ledger: _Writers, catalog: str, holder: str, *,
+    ``ledger``: a ledger, or a function opening one - then it is opened at the first commit, not before (a job's
+    reads and writes do not need it), and closed by :meth:`close`. A ledger that does not answer (a database restart,
+    a failover: usually the catalog's database too) is waited for like the catalog, up to ``outage_s``
+    (compaction.core.retry's ``CATALOG_OUTAGE_WAIT_S``); after that the commit fails with nothing committed."""
+
+    def __init__(self, ledger: _Writers | Callable[[], _Writers], catalog: str, holder: str, *,
                  intent_ttl_s: float = COMMIT_INTENT_TTL_S_DEFAULT, poll_s: float = POLL_S_DEFAULT,
-                 progress: Callable[[str], None] | None = None) -> None:
-        self.ledger, self.catalog, self.holder = ledger, catalog, holder
-        self.intent_ttl_s, self.poll_s, self.progress = intent_ttl_s, poll_s, progress
+                 outage_s: float = CATALOG_OUTAGE_WAIT_S, progress: Callable[[str], None] | None = None) -> None:
+        self._ledger: _Writers | None = ledger if isinstance(ledger, _Writers) else None
+        self._open: Callable[[], _Writers] | None = None if isinstance(ledger, _Writers) else ledger
+        self.catalog, self.holder = catalog, holder
+        self.intent_ttl_s, self.poll_s, self.outage_s, self.progress = intent_ttl_s, poll_s, outage_s, progress
         #: Tables this gate gave up on: later commits of the same job give up at once instead of waiting again.
         self.gave_up: dict[str, str] = {}
         self.decisions: list[GateDecision] = []
+
+    def close(self) -> None:
+        """Close the ledger this gate opened itself."""
+        if self._open is not None and self._ledger is not None:
+            with contextlib.suppress(Exception):
+                self._ledger.close()  # type: ignore[attr-defined]
+            self._ledger = None
+
+    def _call(self, what: str, action: Callable[[_Writers], _T]) -> _T:
+        since: float | None = None
+        while True:
+            try:
+                if self._ledger is None:
+                    assert self._open is not None
+                    self._ledger = self._open()
+                return action(self._ledger)
+            except LedgerError as e:
+                since = since if since is not None else time.monotonic()
+                if time.monotonic() - since >= self.outage_s:
+                    raise LedgerError(f"{what}: the ledger did not answer for {self.outage_s:.0f} s, nothing "
+                                      f"committed: {e}") from e
+                self._say(f"{what}: {e}; waiting for the ledger")
+                time.sleep(CATALOG_RETRY_INTERVAL_S)
 
     def _say(self, text: str) -> None:
         if self.progress is not None:
@@ -216,19 +249,21 @@ class LedgerCommitGate:
         started = time.monotonic()
         announced = False
         while True:
-            intent = self.ledger.begin_commit_intent(table_ref, self.catalog, f"{self.holder} {what}"[:255],
-                                                     ttl_s=self.intent_ttl_s)
+            intent = self._call(what, lambda ledger: ledger.begin_commit_intent(
+                table_ref, self.catalog, f"{self.holder} {what}"[:255], ttl_s=self.intent_ttl_s))
             try:
-                leases = self.ledger.active_write_leases(table_ref, catalog=self.catalog)
+                leases = self._call(what, lambda ledger: ledger.active_write_leases(table_ref, catalog=self.catalog))
                 decision = decide_commit([LeaseView(w.holder, w.expires_at) for w in leases],
                                          waited_s=time.monotonic() - started, policy=policy,
                                          now=_dt.datetime.now(_dt.timezone.utc), poll_s=self.poll_s)
             except BaseException:
-                self.ledger.end_commit_intent(intent)
+                with contextlib.suppress(LedgerError):  # it expires on its own within the TTL
+                    self._call(what, lambda ledger: ledger.end_commit_intent(intent))
                 raise
             if decision.commits:
                 break
-            self.ledger.end_commit_intent(intent)  # a waiting commit must not hold the writer up
+            # A waiting commit must not hold the writer up.
+            self._call(what, lambda ledger: ledger.end_commit_intent(intent))
             if decision.action is GateAction.GIVE_UP:
                 self.gave_up[table_ref] = decision.reason
                 self.decisions.append(decision)
@@ -241,10 +276,11 @@ class LedgerCommitGate:
         self.decisions.append(decision)
         if decision.action is GateAction.COMMIT_ANYWAY or announced:
             self._say(f"{what}: {decision.reason}")
-        keeper = _IntentKeeper(self.ledger, intent, self.intent_ttl_s)
+        assert self._ledger is not None
+        keeper = _IntentKeeper(self._ledger, intent, self.intent_ttl_s)
         try:
             yield decision
         finally:
             keeper.stop()
             with contextlib.suppress(LedgerError):  # it expires on its own within the TTL
-                self.ledger.end_commit_intent(intent)
+                self._ledger.end_commit_intent(intent)

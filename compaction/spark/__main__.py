@@ -120,8 +120,13 @@ def _commit_gate(plan: CompactionPlan, progress: Callable[[str], None]) -> Itera
         return
     from compaction.ledger import Ledger, LedgerCommitGate
 
-    with Ledger.open(upgrade=False) as ledger:
-        yield LedgerCommitGate(ledger, plan.table.catalog, f"plan {plan.plan_id}", progress=progress)
+    # Opened at the first commit: a ledger that is down when the job starts (a database restart) is waited for there.
+    gate = LedgerCommitGate(lambda: Ledger.open(upgrade=False), plan.table.catalog, f"plan {plan.plan_id}",
+                            progress=progress)
+    try:
+        yield gate
+    finally:
+        gate.close()
 
 
 def _serve(args: argparse.Namespace) -> int:
