@@ -198,9 +198,13 @@ class SoakWriter(WriterProcess):
     def stream_commit(self) -> None:
         self.round += 1
         started = time.monotonic()
+        # Writing files needs the table's location provider, which re-reads the table from the catalog after a
+        # failed commit (Iceberg's table operations refresh lazily): refresh first, waiting out a catalog outage, so
+        # that a failure below is ours.
+        self._refresh()
         try:
             data_files, delete_files = self.gen.stream_files(self.jtable, self.round)
-        except Exception as e:  # noqa: BLE001  (writing files needs no catalog; a failure here is ours)
+        except Exception as e:  # noqa: BLE001
             self.event(kind="stream", round=self.round, attempt=0, ok=False, error=_java_error(e), fatal=True)
             raise
         commit_id = uuid.uuid4().hex
