@@ -12,11 +12,13 @@ Writes ``bench/results/soak.{txt,json,png}``; prints every goal as met / not met
 
     .venv/bin/python bench/soak.py [--minutes 15] [--size s] [--formats 2,3]
     .venv/bin/python bench/soak.py --writer flink --path health   # a Flink upsert job as the writer: soak_flink.*
+    .venv/bin/python bench/soak.py --path health --dml-writers both   # DML with and without a lease: soak_writers.*
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -27,7 +29,12 @@ from typing import Any
 from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 
 
-def chart(reports: dict[int, dict[str, Any]], path: Path) -> None:
+def label(rep: dict[str, Any]) -> str:
+    config = rep["config"]
+    return f"format v{config['format_version']}" + (", cooperative DML writer" if config.get("cooperative") else "")
+
+
+def chart(reports: dict[str, dict[str, Any]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,7 +49,7 @@ def chart(reports: dict[int, dict[str, Any]], path: Path) -> None:
         ax.plot(t, [s["delete_files"] for s in samples], label="delete files (table)")
         ax.plot(t, [s["eq_delete_files"] for s in samples], label="equality-delete files")
         ax.plot(t, [s["max_partition_delete_files"] for s in samples], label="max per partition")
-        ax.set_title(f"format v{version}")
+        ax.set_title(label(rep))
         ax.set_ylabel("files")
         ax = axes[1][col]
         scans = [s for s in samples if "scan_ratio" in s]
@@ -54,6 +61,14 @@ def chart(reports: dict[int, dict[str, Any]], path: Path) -> None:
         events = [e for e in rep.get("writer_events", []) if e.get("kind") == "stream" and e.get("ok")]
         ax.plot([(e["t"] - start) / 60 for e in events], [e.get("total", e["latency"]) for e in events], ".",
                 markersize=2, label="writer commit (incl. retries)")
+        dml = [e for e in rep.get("writer_events", []) if e.get("kind") in ("delete", "update", "merge")
+               and "latency" in e and not e.get("landed_anyway")]
+        ok = [e for e in dml if e.get("ok")]
+        failed = [e for e in dml if not e.get("ok") and e.get("conflict")]
+        ax.plot([(e["t"] - start) / 60 for e in ok], [e["latency"] for e in ok], "g^", markersize=4,
+                label="DML committed")
+        ax.plot([(e["t"] - start) / 60 for e in failed], [e["latency"] for e in failed], "rx", markersize=7,
+                label=f"DML failed because of compaction ({len(failed)})")
         ax.set_ylabel("seconds")
         ax.set_xlabel("minutes")
         for row in axes:
@@ -76,9 +91,9 @@ def chart(reports: dict[int, dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def describe(version: int, report: Any, goals: dict[str, dict[str, Any]], wall_minutes: float | None) -> list[str]:
+def describe(report: Any, goals: dict[str, dict[str, Any]], wall_minutes: float | None) -> list[str]:
     wall = f" ({wall_minutes:.1f} min wall)" if wall_minutes is not None else ""
-    lines = [f"== format v{version}{wall}"]
+    lines = [f"== {label({'config': dataclasses.asdict(report.config)})}{wall}"]
     for name, goal in goals.items():
         lines.append(f"  {'MET    ' if goal['met'] else 'NOT MET'}  {name}: {goal['figure']}")
     for fault in report.faults:
@@ -127,6 +142,9 @@ def main() -> int:
                     help="spark: our CDC writer process (streaming upserts + Spark DELETE / MERGE); flink: a Flink "
                          "upsert job (PyFlink, Iceberg's Flink sink, PRIMARY KEY, checkpoint every second) on a table "
                          "of its own schema; no PostgreSQL outage (the job runs without restarts)")
+    ap.add_argument("--dml-writers", default="plain", choices=("plain", "cooperative", "both"),
+                    help="the Spark writer's DML: plain (announces nothing), cooperative (holds a write lease while "
+                         "it runs), both (one run of each per format; results soak_writers.*)")
     ap.add_argument("--workdir", default=None, help="keep logs here (default: a temp folder)")
     ap.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE", type=table_property,
                     help="set on the soak table before the writer starts (repeatable), e.g. "
@@ -146,6 +164,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.out is None:
         args.out = str(RESULTS_DIR / ("soak_flink" if args.writer == "flink" else
+                                      "soak_writers" if args.dml_writers != "plain" else
                                       "soak_health" if args.path == "health" else "soak"))
     if args.maintenance:
         return maintenance_main(args)
@@ -153,7 +172,7 @@ def main() -> int:
     from icecompact_testing.flink_soak import config_for_flink
     from icecompact_testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak
 
-    reports: dict[int, dict[str, Any]] = {}
+    reports: dict[str, dict[str, Any]] = {}
     all_met = True
     if args.from_json:
         stored = json.loads(Path(args.from_json).read_text())
@@ -162,32 +181,36 @@ def main() -> int:
             report = SoakReport.from_json(data)
             goals = evaluate(report, minor_trigger(report.config))
             data["goals"] = goals
-            reports[int(key)] = data
-            lines += describe(int(key), report, goals, data.get("wall_minutes"))
+            reports[key] = data
+            lines += describe(report, goals, data.get("wall_minutes"))
             all_met &= all(g["met"] for g in goals.values())
     else:
         from compaction.spark.session import SparkSettings, build_session
 
         workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
-        header = (f"soak ({args.path} path, {args.writer} writer): {args.minutes:g} min per format, size "
+        header = (f"soak ({args.path} path, {args.writer} writer, {args.dml_writers} DML): {args.minutes:g} min per "
+                  "run, size "
                   f"{args.size if args.writer == 'spark' else '(Flink stream)'}, work folder "
                   f"{workroot}" + (f", table properties {dict(args.table_property)}" if args.table_property else ""))
         lines = [header, ""]
         spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
         try:
-            for version in (int(v) for v in args.formats.split(",")):
+            cooperative = {"plain": [False], "cooperative": [True], "both": [False, True]}[args.dml_writers]
+            for version, coop in ((int(v), c) for v in args.formats.split(",") for c in cooperative):
                 config = SoakConfig(duration_s=args.minutes * 60, size=args.size, format_version=version,
-                                    scan_every=args.scan_every, path=args.path, policy=dict(args.table_property))
+                                    scan_every=args.scan_every, path=args.path, policy=dict(args.table_property),
+                                    cooperative=coop)
+                key = f"{version}{' cooperative' if coop else ''}"
                 if args.writer == "flink":
                     config = config_for_flink(config)
                 t0 = time.time()
-                report = run_soak(config, workroot / f"v{version}", spark=spark)
+                report = run_soak(config, workroot / f"v{version}{'-cooperative' if coop else ''}", spark=spark)
                 goals = evaluate(report, minor_trigger(config))
                 data = report.to_json()
                 data["writer_events"] = report.writer_events
                 data["wall_minutes"] = (time.time() - t0) / 60
-                reports[version] = data
-                described = describe(version, report, goals, data["wall_minutes"])
+                reports[key] = data
+                described = describe(report, goals, data["wall_minutes"])
                 lines += described
                 all_met &= all(g["met"] for g in goals.values())
                 print("\n".join(described), flush=True)
@@ -229,7 +252,7 @@ def maintenance_main(args: argparse.Namespace) -> int:
     return 0 if all_met else 1
 
 
-def write_results(out: Path, lines: list[str], reports: dict[int, dict[str, Any]]) -> None:
+def write_results(out: Path, lines: list[str], reports: dict[str, dict[str, Any]]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
     out.with_suffix(".json").write_text(json.dumps({"header": lines[0], **{str(k): v for k, v in reports.items()}},

@@ -80,6 +80,10 @@ __all__ = [
     "MAJOR_SORT_COLUMNS_DEFAULT",
     "ONE_DV_PER_PUFFIN_FILE",
     "ONE_DV_PER_PUFFIN_FILE_DEFAULT",
+    "YIELD_DML_DURATION",
+    "YIELD_DML_DURATION_DEFAULT",
+    "YIELD_DML_HISTORY",
+    "YIELD_DML_HISTORY_DEFAULT",
     "YIELD_MAX_WAIT",
     "YIELD_MAX_WAIT_DEFAULT",
     "YIELD_ON_TIMEOUT",
@@ -217,6 +221,17 @@ YIELD_ON_TIMEOUT = "compaction.yield.on-timeout"
 YIELD_ON_TIMEOUT_CHOICES = ("skip", "commit")
 YIELD_ON_TIMEOUT_DEFAULT = "skip"
 
+#: Writers that do not announce themselves: a commit of ours is timed from the table's history to fall between the
+#: row-level DML commits of other writers (compaction.core.dml_history), where none is likely in flight. Off: commits
+#: go ahead as soon as they are ready (leases are still honoured).
+YIELD_DML_HISTORY = "compaction.yield.dml-history"
+YIELD_DML_HISTORY_DEFAULT = True
+#: How long the table's DML jobs run, from their start to their commit (the window in which a commit of ours fails
+#: them). ``auto`` (0): a quarter of the typical time between their commits, at least
+#: ``compaction.core.dml_history.DML_DURATION_MIN_S``.
+YIELD_DML_DURATION = "compaction.yield.dml-duration"
+YIELD_DML_DURATION_DEFAULT = 0
+
 
 @dataclass(frozen=True)
 class SortColumn:
@@ -344,10 +359,11 @@ def _parse_on_timeout(key: str, value: object) -> str:
 
 
 def parse_duration(key: str, value: object) -> int:
-    """Seconds: a plain integer, or an integer with one unit ``s``/``m``/``h``/``d`` (``30m``); ``off`` = 0."""
+    """Seconds: a plain integer, or an integer with one unit ``s``/``m``/``h``/``d`` (``30m``); ``off`` / ``auto`` =
+    0 (the key's documented meaning of 0)."""
     if isinstance(value, str):
         text = value.strip().lower()
-        if text in ("off", "none", ""):
+        if text in ("off", "none", "", "auto"):
             return 0
         if text[-1:] in _DURATION_UNITS:
             return _parse_int(key, text[:-1]) * _DURATION_UNITS[text[-1]]
@@ -409,6 +425,8 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("one_dv_per_puffin_file", ONE_DV_PER_PUFFIN_FILE, _parse_bool, _no_check),
     _Knob("yield_max_wait_seconds", YIELD_MAX_WAIT, parse_duration, _at_least(0)),
     _Knob("yield_on_timeout", YIELD_ON_TIMEOUT, _parse_on_timeout, _no_check),
+    _Knob("yield_dml_history", YIELD_DML_HISTORY, _parse_bool, _no_check),
+    _Knob("yield_dml_duration_seconds", YIELD_DML_DURATION, parse_duration, _at_least(0)),
 )
 _KNOB_BY_FIELD: dict[str, _Knob] = {k.field: k for k in _KNOBS}
 _DERIVED_THRESHOLD = "small_file_threshold_bytes"
@@ -489,6 +507,10 @@ class CompactionPolicy:
     yield_max_wait_seconds: int = YIELD_MAX_WAIT_DEFAULT
     #: ``compaction.yield.on-timeout``: ``skip`` | ``commit`` once a commit waited ``yield.max-wait``.
     yield_on_timeout: str = YIELD_ON_TIMEOUT_DEFAULT
+    #: ``compaction.yield.dml-history``: time our commits between the table's DML commits (from its history).
+    yield_dml_history: bool = YIELD_DML_HISTORY_DEFAULT
+    #: ``compaction.yield.dml-duration``: seconds a DML of the table runs (0: estimated from its cadence).
+    yield_dml_duration_seconds: int = YIELD_DML_DURATION_DEFAULT
 
     def __post_init__(self) -> None:
         for knob in _KNOBS:

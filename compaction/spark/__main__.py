@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = SparkSession.builder.getOrCreate()
         progress = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-        with _commit_gate(plan, progress) as gate, gated(gate, plan):
+        with _commit_gate(plan, progress) as gate, gated(gate, plan, progress):
             results = run_groups(spark, plan, list(paths), level=level, max_retries=args.max_retries,
                                  progress=progress,
                                  checkpoint=lambda gid, incomplete: _write(progress_path(paths[gid]), incomplete))

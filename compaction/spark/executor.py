@@ -135,7 +135,7 @@ def run_item(spark: Any, ledger: Any, item: Any, executor_id: str, options: Serv
             # Every commit of ours first yields to the writers holding a lease on the table (compaction.core.yielding).
             gate = LedgerCommitGate(ledger, plan.table.catalog, f"plan {plan.plan_id} item {item.item_id}",
                                     progress=progress)
-            with gated(gate, plan):
+            with gated(gate, plan, progress):
                 done = run_groups(spark, plan, group_ids, level=level, max_retries=item.max_retries,
                                   progress=progress, checkpoint=_checkpoint(ledger, item.item_id, executor_id, progress))
             results = {r.group_id: r.to_dict() for r in done}

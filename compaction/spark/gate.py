@@ -1,41 +1,145 @@
-"""Each commit of ours passes the job's commit gate (compaction.core.yielding; the ledger's in
-compaction.ledger.writers): set for a job group with :func:`gated`, entered at every commit site with
-:func:`commit_window`. Without a gate (no ledger: a one-shot job, a test) commits go ahead as before.
+"""Each commit of ours passes the job's commit gate, set for a job group with :func:`gated` and entered at every
+commit site with :func:`commit_window`:
+
+1. writers that do not announce themselves: the commit is timed from the table's history to land between their DML
+   commits (compaction.core.dml_history; ``compaction.yield.dml-history``);
+2. writers holding a write lease: the ledger's gate waits for them (compaction.core.yielding, the ledger's in
+   compaction.ledger.writers). Without a ledger (a one-shot job, a test) only the first applies.
 
 Undoing one of our own commits (a failed post-commit check) is not gated: it must not wait behind a writer."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from contextvars import ContextVar
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
+from compaction.core.dml_history import (
+    DML_OPERATIONS,
+    RECENT_DML_COMMITS,
+    SUMMARY_KEYS,
+    SnapshotView,
+    decide_dml_window,
+    dml_cadence,
+    is_validating_dml,
+)
 from compaction.core.plan import CompactionPlan
 from compaction.core.policy import CompactionPolicy
-from compaction.core.yielding import CommitGate
+from compaction.core.yielding import CommitGate, GateAction
 
-_BOUND: ContextVar[tuple[CommitGate, str, CompactionPolicy] | None] = ContextVar("icecompact_commit_gate",
-                                                                                 default=None)
+#: How far back the history is read for the DML cadence (snapshots; the walk also stops at enough DML commits).
+HISTORY_SNAPSHOTS_MAX = 1000
+#: What a MAJOR rewrite is expected to take before its first run in this process has been measured.
+REWRITE_SECONDS_DEFAULT = 5.0
+
+
+@dataclass
+class _Bound:
+    gate: CommitGate | None
+    table_ref: str
+    policy: CompactionPolicy
+    progress: Callable[[str], None] | None
+
+
+_BOUND: ContextVar[_Bound | None] = ContextVar("icecompact_commit_gate", default=None)
 
 
 @contextlib.contextmanager
-def gated(gate: CommitGate | None, plan: CompactionPlan) -> Iterator[None]:
-    """Commits of ``plan``'s table made in this context (this thread) pass ``gate``."""
-    token = _BOUND.set((gate, plan.table.dotted, plan.policy) if gate is not None else None)
+def gated(gate: CommitGate | None, plan: CompactionPlan,
+          progress: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Commits of ``plan``'s table made in this context (this thread) pass ``gate`` (``None``: no ledger, only the
+    table's history is consulted)."""
+    token = _BOUND.set(_Bound(gate, plan.table.dotted, plan.policy, progress))
     try:
         yield
     finally:
         _BOUND.reset(token)
 
 
+@dataclass
+class _History:
+    """The snapshots read so far, per table: a snapshot never changes, so each is read through py4j once."""
+
+    views: dict[int, tuple[SnapshotView, int | None]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def recent(self, table: Any) -> list[SnapshotView]:
+        table.refresh()
+        snapshot = table.currentSnapshot()
+        sid = None if snapshot is None else int(snapshot.snapshotId())
+        out: list[SnapshotView] = []
+        dml = 0
+        with self.lock:
+            while sid is not None and len(out) < HISTORY_SNAPSHOTS_MAX and dml <= RECENT_DML_COMMITS:
+                cached = self.views.get(sid)
+                if cached is None:
+                    snap = table.snapshot(sid)
+                    if snap is None:  # expired
+                        break
+                    operation = str(snap.operation() or "")
+                    values: dict[str, str] = {}
+                    if operation in DML_OPERATIONS:  # the summary of other snapshots is never read
+                        summary = snap.summary()
+                        values = {k: str(v) for k in SUMMARY_KEYS if (v := summary.get(k)) is not None}
+                    parent = snap.parentId()
+                    cached = (SnapshotView(sid, int(snap.timestampMillis()) / 1000.0, operation, values),
+                              None if parent is None else int(parent))
+                    self.views[sid] = cached
+                view, sid = cached
+                out.append(view)
+                dml += is_validating_dml(view)
+        return out
+
+
+_HISTORIES: dict[str, _History] = {}
+_REWRITE_SECONDS: dict[str, float] = {}
+
+
+def _history_of(table_ref: str) -> _History:
+    return _HISTORIES.setdefault(table_ref, _History())
+
+
+def expected_rewrite_s(table_ref: str) -> float:
+    """How long a MAJOR rewrite of ``table_ref`` is expected to take: the last one measured in this process."""
+    return _REWRITE_SECONDS.get(table_ref, REWRITE_SECONDS_DEFAULT)
+
+
+def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: float) -> None:
+    history = _history_of(bound.table_ref)
+    started = time.monotonic()
+    announced = False
+    while True:
+        decision = decide_dml_window(dml_cadence(history.recent(table)), now=time.time(), commit_in_s=commit_in_s,
+                                     waited_s=time.monotonic() - started, policy=bound.policy)
+        if decision.commits:
+            if (announced or decision.action is GateAction.COMMIT_ANYWAY) and bound.progress is not None:
+                bound.progress(f"icecompact: {what}: {decision.reason}")
+            return
+        if not announced and bound.progress is not None:
+            bound.progress(f"icecompact: {what}: {decision.reason}")
+            announced = True
+        time.sleep(decision.retry_in_s)
+
+
 @contextlib.contextmanager
-def commit_window(what: str) -> Iterator[None]:
-    """Around one commit of ours (``what`` names it in the intent and in progress lines). Raises
-    :class:`~compaction.core.errors.YieldedToWritersError` when the gate gave up: nothing is committed."""
+def commit_window(what: str, *, table: Any = None, rewrite: bool = False) -> Iterator[None]:
+    """Around one commit of ours (``what`` names it in the intent and in progress lines) on ``table`` (the Java
+    table: its history times the commit). ``rewrite``: the block runs a rewrite that commits at its end (Iceberg's
+    action), so the commit lands a rewrite's duration after entering. Raises
+    :class:`~compaction.core.errors.YieldedToWritersError` when the lease gate gave up: nothing is committed."""
     bound = _BOUND.get()
     if bound is None:
         yield
         return
-    gate, table_ref, policy = bound
-    with gate.commit_window(table_ref, policy, what):
+    if table is not None and bound.policy.yield_dml_history:
+        _wait_for_dml_window(bound, table, what, expected_rewrite_s(bound.table_ref) if rewrite else 0.0)
+    with contextlib.ExitStack() as stack:
+        if bound.gate is not None:
+            stack.enter_context(bound.gate.commit_window(bound.table_ref, bound.policy, what))
+        entered = time.monotonic()
         yield
+        if rewrite:
+            _REWRITE_SECONDS[bound.table_ref] = time.monotonic() - entered

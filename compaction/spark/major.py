@@ -408,7 +408,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     )
     # Iceberg's action commits inside execute(): the commit intent covers the whole rewrite, so a writer taking a
     # lease meanwhile waits for it (compaction.core.yielding), and the rewrite starts only once no lease is live.
-    with commit_window("MAJOR rewrite"):
+    with commit_window("MAJOR rewrite", table=table, rewrite=True):
         _inject_fault("before-rewrite", spark)
         result = action.execute()
         _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
@@ -437,7 +437,7 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id:
                .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
     for d in removable:
         rewrite = rewrite.deleteFile(d)
-    with commit_window("dangling-delete cleanup"):
+    with commit_window("dangling-delete cleanup", table=table):
         rewrite.commit()
     commit_id = find_tagged_snapshot(table, base_id, tag)
     if commit_id is None:

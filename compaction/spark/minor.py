@@ -727,7 +727,7 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
                for i in busy}
     work = merge_works(changes[i].work for i in busy)
     # A writer holding a lease on the table goes first (compaction.core.yielding): its DML would fail on our commit.
-    with commit_window(f"MINOR of {len(busy)} partition(s)"):
+    with commit_window(f"MINOR of {len(busy)} partition(s)", table=table):
         check_no_conflicting_changes(spark, table, expression, base_id, None, work)
 
         required = sorted(set(work.eq_targets) | set(work.data_files))

@@ -63,7 +63,7 @@ def compact_in_process(spark: Any, catalog: CatalogConfig, table_name: str, mode
     state = inspect_table(catalog, table_name)
     the_plan = plan(state, CompactionPolicy.resolve(state.properties, dict(overrides) if overrides else None), mode,
                     now or DEFAULT_NOW)
-    with gated(gate, the_plan):
+    with gated(gate, the_plan, progress):
         run = InProcessRun(the_plan, tuple(run_group(spark, the_plan, g.group_id, level=level, max_retries=max_retries,
                                                      progress=progress)
                                            for g in the_plan.groups))

@@ -6,7 +6,8 @@ Everything real, in separate processes, the way a user runs the platform:
 * a table of the production shape (:mod:`icecompact_testing.bulk`), format v2 or v3;
 * a **writer process** (:class:`SoakWriter`, ``python -m icecompact_testing.soak writer CONFIG``) committing every
   ``commit_interval_s``: upserts as fragment files plus equality deletes on the key in one RowDelta (Flink's
-  pattern), and every ``dml_interval_s`` a Spark ``DELETE`` or ``MERGE`` (position deletes / DVs). It keeps its own
+  pattern), and every ``dml_interval_s`` a Spark ``DELETE``, ``UPDATE`` or ``MERGE`` (position deletes / DVs), under a
+  write lease when ``cooperative`` (docs/operations.md "Writers and compaction"). It keeps its own
   model of the live rows (the bulk generator's, extended by its DML) and logs every commit attempt, with its outcome
   and latency, to ``writer.jsonl``. Its retry is a streaming writer's: a failed commit is retried (after checking,
   by a marker in the snapshot summary, that it did not land) until it lands;
@@ -25,6 +26,7 @@ each fault did), and every snapshot our jobs committed (each one belongs to a co
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -38,7 +40,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
 from icecompact_testing.airflow_processes import AirflowProcesses
@@ -58,7 +60,9 @@ class SoakConfig:
     seed: int = 7
     commit_interval_s: float = 2.0
     dml_interval_s: float = 30.0
-    dml_keys: int = 200  # keys per DELETE / MERGE
+    dml_keys: int = 200  # keys per DELETE / UPDATE / MERGE
+    #: The writer's DML holds a write lease on the table (compaction.ops.leases.write_lease) while it runs.
+    cooperative: bool = False
     schedule: str = "*/1 * * * *"
     sample_interval_s: float = 10.0
     scan_every: int = 1  # a timed full scan at every N-th sample
@@ -128,6 +132,24 @@ class WriterProcess:
         self._log.write(json.dumps(fields) + "\n")
 
 
+DML_KINDS = ("delete", "update", "merge")
+#: Why Iceberg fails a merge-on-read DML whose start a commit of another writer (here: only compaction) came after:
+#: the data files its deletes name were removed (a MAJOR / fragment merge), or delete files / a DV were added in the
+#: rows it touched (a MINOR) - MergingSnapshotProducer / BaseRowDelta validation messages.
+CONFLICT_MESSAGES = {
+    "missing data files": "Cannot commit, missing data files",
+    "conflicting delete files": "Found new conflicting delete files",
+    "concurrently added DV": "Found concurrently added DV",
+    "conflicting data files": "Found conflicting files that can contain records matching",
+    "deleted delete files": "Cannot commit, missing delete files",
+}
+
+
+def conflict_of(message: str) -> str | None:
+    """The validation a DML failed, by its message (``None``: not a conflict with another commit)."""
+    return next((name for name, text in CONFLICT_MESSAGES.items() if text in message), None)
+
+
 class SoakWriter(WriterProcess):
     """Our writer: streaming upserts as RowDeltas and Spark DELETE / MERGE, with a model of the live rows."""
 
@@ -161,7 +183,7 @@ class SoakWriter(WriterProcess):
         while not (self.workdir / "stop").exists():
             tick = time.monotonic()
             if tick >= next_dml:
-                self.dml("delete" if dml_kind % 2 == 0 else "merge")
+                self.dml(DML_KINDS[dml_kind % len(DML_KINDS)])
                 dml_kind += 1
                 next_dml = time.monotonic() + config.dml_interval_s
             else:
@@ -243,9 +265,64 @@ class SoakWriter(WriterProcess):
                 out.append((p, np.sort(rng.choice(len(part.ids), k, replace=False))))
         return out
 
+    def _model_rows(self, partition: int, idx: Any) -> Any:
+        """The live rows of the model's keys ``ids[idx]`` of ``partition``, in that order, read from their files."""
+        import pyarrow as pa
+
+        part = self.gen.parts[partition]
+        files, positions = part.file[idx], part.pos[idx]
+        order, pieces = [], []
+        for f in self.gen.np.unique(files):
+            where = self.gen.np.nonzero(files == f)[0]
+            order.extend(where.tolist())
+            pieces.append(self._read_model_file(self.gen.files[int(f)]).take(pa.array(positions[where])))
+        rows = pa.concat_tables(pieces)
+        return rows.take(pa.array(self.gen.np.argsort(self.gen.np.array(order))))
+
+    def _read_model_file(self, f: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if f.kind == "merge":
+            data = pq.read_table(f.location)
+        else:
+            data = pq.read_table(pa.BufferReader(_read_all(self.jtable.io().newInputFile(f.location))))
+        return data.select(list(self.gen.schema.names)).cast(self.gen.schema)
+
+    @contextlib.contextmanager
+    def _lease(self) -> Iterator[None]:
+        """A write lease on the table around one DML attempt (``cooperative``), waiting out a ledger outage."""
+        if not self.config.cooperative:
+            yield
+            return
+        from compaction.ledger import Ledger
+        from compaction.ops.leases import acquire
+
+        while True:
+            try:
+                with Ledger.open() as ledger:
+                    t0 = time.monotonic()
+                    lease = acquire(ledger, self.config.table, self.catalog.name, holder="soak-writer dml", ttl_s=120)
+                    self.event(kind="lease", ok=True, wait=time.monotonic() - t0)
+                break
+            except Exception as e:  # noqa: BLE001  (the ledger's database may be down: wait for it)
+                self.event(kind="lease", ok=False, error=_java_error(e), message=str(e)[:300])
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            for _ in range(60):  # else it expires by its TTL
+                try:
+                    with Ledger.open() as ledger:
+                        ledger.release_write_lease(lease)
+                    break
+                except Exception as e:  # noqa: BLE001
+                    self.event(kind="lease", ok=False, error=_java_error(e), message=str(e)[:300])
+                    time.sleep(1.0)
+
     def dml(self, kind: str) -> None:
-        """A Spark ``DELETE`` or ``MERGE`` of ``dml_keys`` live keys; retried when it conflicts (e.g. with a
-        compaction that rewrote the files it deletes from); the model changes only once it has landed."""
+        """A Spark ``DELETE``, ``UPDATE`` or ``MERGE`` of ``dml_keys`` live keys; retried when it conflicts (e.g.
+        with a compaction that rewrote the files it deletes from); the model changes only once it has landed."""
         import pyarrow.parquet as pq
 
         np, gen = self.gen.np, self.gen
@@ -255,16 +332,30 @@ class SoakWriter(WriterProcess):
         ids = sorted(int(i) for p, idx in chosen for i in gen.parts[p].ids[idx])
         id_list = ", ".join(str(i) for i in ids)  # our own integers, not user input
         version = 1_000_000 + self.round
-        if kind == "merge":
-            tables = [gen._rows(rng, gen.parts[p].ids[idx], gen.parts[p].day, version, gen.schema) for p, idx in chosen]
-            paths = []
-            for p, rows in zip((p for p, _ in chosen), tables):
-                path = self.merge_dir / f"merge-{self.round:05d}-{p}.parquet"
+        paths: list[Path | None] = [None] * len(chosen)
+        if kind in ("merge", "update"):
+            if kind == "merge":
+                tables = [gen._rows(rng, gen.parts[p].ids[idx], gen.parts[p].day, version, gen.schema)
+                          for p, idx in chosen]
+            else:  # the same rows with a new version, as the UPDATE below writes them
+                import pyarrow as pa
+
+                tables = []
+                for p, idx in chosen:
+                    rows = self._model_rows(p, idx)
+                    column = rows.schema.get_field_index("version")
+                    tables.append(rows.set_column(column, rows.schema.field(column),
+                                                  pa.array([version] * rows.num_rows, rows.schema.field(column).type)))
+            for i, (p, rows) in enumerate(zip((p for p, _ in chosen), tables)):
+                path = self.merge_dir / f"{kind}-{self.round:05d}-{p}.parquet"
                 pq.write_table(rows, path)
-                paths.append(path)
-            self.spark.read.parquet(*[str(x) for x in paths]).createOrReplaceTempView("soak_merge_source")
-            statement = (f"MERGE INTO {self.ref} t USING soak_merge_source s ON t.id = s.id "
-                         "WHEN MATCHED THEN UPDATE SET *")
+                paths[i] = path
+            if kind == "merge":
+                self.spark.read.parquet(*[str(x) for x in paths]).createOrReplaceTempView("soak_merge_source")
+                statement = (f"MERGE INTO {self.ref} t USING soak_merge_source s ON t.id = s.id "
+                             "WHEN MATCHED THEN UPDATE SET *")
+            else:
+                statement = f"UPDATE {self.ref} SET version = {version} WHERE id IN ({id_list})"
             check = f"SELECT count(*) FROM {self.ref} WHERE id IN ({id_list}) AND version = {version}"
         else:
             statement = f"DELETE FROM {self.ref} WHERE id IN ({id_list})"
@@ -274,22 +365,29 @@ class SoakWriter(WriterProcess):
         while True:
             attempt += 1
             t0 = time.monotonic()
-            try:
-                self.spark.sql(statement).collect()
+            error: Exception | None = None
+            with self._lease():
+                t0 = time.monotonic()  # the DML's own time, not the wait for its lease
+                try:
+                    self.spark.sql(statement).collect()
+                except Exception as e:  # noqa: BLE001
+                    error = e
+            if error is None:
                 self.event(kind=kind, round=self.round, attempt=attempt, ok=True, latency=time.monotonic() - t0,
                            total=time.monotonic() - started, keys=len(ids))
                 break
-            except Exception as e:  # noqa: BLE001
+            else:
+                e = error
                 self.event(kind=kind, round=self.round, attempt=attempt, ok=False, error=_java_error(e),
-                           message=str(e)[:300], latency=time.monotonic() - t0)
-                landed = self._dml_landed(check, len(ids) if kind == "merge" else 0)
+                           message=str(e)[:300], conflict=conflict_of(str(e)), latency=time.monotonic() - t0)
+                landed = self._dml_landed(check, len(ids) if kind != "delete" else 0)
                 if landed:
                     self.event(kind=kind, round=self.round, attempt=attempt, ok=True, landed_anyway=True,
                                latency=time.monotonic() - t0, total=time.monotonic() - started, keys=len(ids))
                     break
                 time.sleep(min(5.0, 0.5 * attempt))
         # The model: the chosen keys' live versions die; a MERGE's new versions live in its source files' rows.
-        for (p, idx), path in zip(chosen, paths if kind == "merge" else [None] * len(chosen)):
+        for (p, idx), path in zip(chosen, paths):
             part = gen.parts[p]
             gen._kill(part, idx)
             if path is None:
@@ -455,7 +553,7 @@ def writer_summary(events: Sequence[Mapping[str, Any]], faults: Sequence[Mapping
     few seconds after the start) is the outage's, any other failure of a streaming commit is compaction's."""
     outages = [(f["t"], f["t_end"] + 5.0) for f in faults if f["kind"] == "postgres_outage" and "t_end" in f]
     out: dict[str, Any] = {}
-    for kind in ("stream", "delete", "merge"):
+    for kind in ("stream", *DML_KINDS):
         mine = [e for e in events if e.get("kind") == kind]
         done = [e for e in mine if e.get("ok") and not e.get("landed_anyway")]
         failed = [e for e in mine if not e.get("ok")]
@@ -470,6 +568,9 @@ def writer_summary(events: Sequence[Mapping[str, Any]], faults: Sequence[Mapping
             "failed_attempts_in_outage": len(in_outage),
             "failed_attempts_otherwise": len(failed) - len(in_outage),
             "errors": dict(Counter(str(e.get("error")) for e in failed)),
+            # A DML's validation failed on a commit that came after its start: in the soak, only compaction's.
+            "failed_because_of_compaction": sum(1 for e in failed if e.get("conflict")),
+            "conflicts": dict(Counter(str(e["conflict"]) for e in failed if e.get("conflict"))),
             "retried_commits": len(retried),
             "landed_after_unknown_outcome": sum(1 for e in mine if e.get("landed_anyway")),
             "latency_p50_s": _quantile(latencies, 0.5),
@@ -1015,10 +1116,19 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
         kinds = Counter((p["kind"], p["reason"].split(" -> ")[0][:80]) for r in report.runs for p in r["partitions"])
         goals["planner_decisions_on_flink_commits"] = {
             "met": True, "figure": "; ".join(f"{kind} x{n}: {reason}" for (kind, reason), n in kinds.most_common(6))}
-    dml = {k: writer[k] for k in ("delete", "merge")}
-    goals["position_delete_commit_conflicts_reported"] = {
-        "met": True, "figure": ", ".join(f"{k}: {v['commits']} commits, {v['failed_attempts']} failed attempts "
-                                         f"{v['errors']}" for k, v in dml.items())}
+    dml = {k: writer[k] for k in DML_KINDS if k in writer and writer[k]["attempts"]}
+    if dml:
+        attempts = sum(v["attempts"] for v in dml.values())
+        by_compaction = sum(v.get("failed_because_of_compaction", 0) for v in dml.values())
+        bound = 0.0 if report.config.cooperative else 0.05
+        goals["dml_failed_because_of_compaction"] = {
+            "met": by_compaction <= bound * attempts,
+            "figure": f"{'cooperative (write lease)' if report.config.cooperative else 'non-cooperative'} writer: "
+                      f"{by_compaction} of {attempts} DML attempts ({100.0 * by_compaction / attempts:.1f} %, goal "
+                      f"<= {100 * bound:.0f} %) failed because of compaction; " + ", ".join(
+                          f"{k}: {v['commits']} commits, {v['attempts']} attempts, "
+                          f"{v.get('failed_because_of_compaction', 0)} failed {v.get('conflicts', {})}"
+                          for k, v in dml.items())}
     runs = sorted((r for r in report.runs if not r["dry_run"]), key=lambda r: r["started_at"] or 0)
     first_commit = next((r["finished_at"] for r in runs if r["outcomes"].get("committed")), None)
     after = [s for s in report.samples if first_commit and s["t"] > first_commit and "error" not in s]

@@ -39,6 +39,8 @@ TABLE = [
     ("one_dv_per_puffin_file", "compaction.one-dv-per-puffin-file", False),
     ("yield_max_wait_seconds", "compaction.yield.max-wait", 600),
     ("yield_on_timeout", "compaction.yield.on-timeout", "skip"),
+    ("yield_dml_history", "compaction.yield.dml-history", True),
+    ("yield_dml_duration_seconds", "compaction.yield.dml-duration", 0),
 ]
 
 

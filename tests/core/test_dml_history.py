@@ -1,0 +1,115 @@
+"""Timing a commit between the DML commits of writers that do not announce themselves
+(compaction.core.dml_history): which commits count as DML, their cadence, and the quiet part of the cycle."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction.core.dml_history import (
+    DML_DURATION_MIN_S,
+    SnapshotView,
+    decide_dml_window,
+    dml_cadence,
+    dml_duration_s,
+    is_validating_dml,
+)
+from compaction.core.policy import CompactionPolicy
+from compaction.core.posthoc import PLAN_PROPERTY
+from compaction.core.yielding import GateAction
+
+POLICY = CompactionPolicy()
+_ids = iter(range(1, 1_000_000))
+
+
+def snap(t: float, operation: str = "delete", **summary: str) -> SnapshotView:
+    return SnapshotView(next(_ids), t, operation, summary or {"added-position-delete-files": "1"})
+
+
+def spark_dml(t: float) -> SnapshotView:
+    return snap(t, "overwrite", **{"added-data-files": "1", "added-dvs": "2", "spark.app.id": "local-1"})
+
+
+def history(*dml_times: float, noise_every: float = 2.0) -> list[SnapshotView]:
+    """DML commits at ``dml_times`` among streaming equality-delete commits every ``noise_every`` seconds."""
+    end = max(dml_times) + 5
+    stream = [snap(i * noise_every, "overwrite", **{"added-equality-delete-files": "4", "added-data-files": "4"})
+              for i in range(int(end / noise_every))]
+    return sorted([*stream, *(spark_dml(t) for t in dml_times)], key=lambda s: s.committed_at)
+
+
+def test_only_row_level_dml_of_other_writers_counts() -> None:
+    assert is_validating_dml(snap(0, "delete", **{"added-position-delete-files": "3"}))
+    assert is_validating_dml(spark_dml(0))
+    assert is_validating_dml(snap(0, "overwrite", **{"deleted-data-files": "2", "added-data-files": "2"}))  # CoW
+    assert not is_validating_dml(snap(0, "append", **{"added-data-files": "1"}))
+    assert not is_validating_dml(snap(0, "replace", **{"deleted-data-files": "9", "added-data-files": "1"}))
+    assert not is_validating_dml(snap(0, "overwrite", **{"added-equality-delete-files": "4"}))  # streaming upsert
+    # Flink's upserts do not validate (they never fail because of us); our own commits do not count either.
+    assert not is_validating_dml(snap(0, "overwrite", **{"added-position-delete-files": "1", "flink.job-id": "j"}))
+    assert not is_validating_dml(snap(0, "delete", **{"added-dvs": "5", PLAN_PROPERTY: "plan-1"}))
+    assert not is_validating_dml(snap(0, "delete", **{"added-position-delete-files": "not-a-number"}))
+
+
+def test_cadence_of_the_recent_dml_commits() -> None:
+    assert dml_cadence(history(10, 40)) is None  # two commits: no cadence yet
+    cadence = dml_cadence(history(10, 42, 74, 105, 138))
+    assert cadence is not None
+    assert cadence.last_at == 138 and cadence.commits == 5
+    assert cadence.gap_s == pytest.approx(32)
+    assert 0 < cadence.jitter_s <= 4
+    # A pipeline that changed its schedule is judged by its recent commits.
+    old_then_new = dml_cadence(history(*[i * 300.0 for i in range(6)], *[1500 + i * 20.0 for i in range(1, 13)]))
+    assert old_then_new is not None and old_then_new.gap_s == pytest.approx(20)
+
+
+def test_duration_is_a_fraction_of_the_gap_unless_the_policy_says() -> None:
+    cadence = dml_cadence(history(0, 40, 80, 120))
+    assert cadence is not None
+    assert dml_duration_s(cadence, POLICY) == pytest.approx(10)
+    assert dml_duration_s(cadence, CompactionPolicy.resolve({"compaction.yield.dml-duration": "25s"})) == 25
+    fast = dml_cadence(history(0, 2, 4, 6, noise_every=100))
+    assert fast is not None and dml_duration_s(fast, POLICY) == DML_DURATION_MIN_S
+
+
+def test_commits_in_the_quiet_part_of_the_cycle_waits_in_the_busy_part() -> None:
+    cadence = dml_cadence(history(0, 40, 80, 120))  # gap 40 s, ~10 s each, no jitter: quiet until 29 s after
+    assert cadence is not None
+    right_after = decide_dml_window(cadence, now=125, commit_in_s=0, waited_s=0, policy=POLICY)
+    assert right_after.action is GateAction.COMMIT and "5 s after" in right_after.reason
+    assert decide_dml_window(cadence, now=125, commit_in_s=20, waited_s=0, policy=POLICY).commits
+    # Later in the cycle, a rewrite landing 20 s from now would land while the next DML runs.
+    busy = decide_dml_window(cadence, now=135, commit_in_s=20, waited_s=0, policy=POLICY)
+    assert busy.action is GateAction.WAIT and not busy.commits and busy.retry_in_s == 1.0
+    late = decide_dml_window(cadence, now=152, commit_in_s=0, waited_s=0, policy=POLICY)
+    assert late.action is GateAction.WAIT and "likely running" in late.reason
+    # The DML committed while we waited: the history read again shows it, and the next quiet part opens.
+    after_it = dml_cadence(history(0, 40, 80, 120, 161))
+    assert decide_dml_window(after_it, now=162, commit_in_s=0, waited_s=9, policy=POLICY).action is GateAction.COMMIT
+
+
+def test_never_waits_when_waiting_cannot_help() -> None:
+    assert decide_dml_window(None, now=0, commit_in_s=0, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    cadence = dml_cadence(history(0, 40, 80, 120))
+    stopped = decide_dml_window(cadence, now=120 + 3 * 40 + 1, commit_in_s=0, waited_s=0, policy=POLICY)
+    assert stopped.action is GateAction.COMMIT and "have not committed" in stopped.reason
+    outlasting = decide_dml_window(cadence, now=150, commit_in_s=35, waited_s=0, policy=POLICY)
+    assert outlasting.action is GateAction.COMMIT and "waiting would not help" in outlasting.reason
+    back_to_back = decide_dml_window(cadence, now=150, commit_in_s=0, waited_s=0,
+                                     policy=CompactionPolicy.resolve({"compaction.yield.dml-duration": "40s"}))
+    assert back_to_back.action is GateAction.COMMIT
+
+
+def test_waits_at_most_one_cycle_or_the_policy_bound() -> None:
+    cadence = dml_cadence(history(0, 40, 80, 120))
+    assert cadence is not None
+    overdue = decide_dml_window(cadence, now=165, commit_in_s=0, waited_s=40, policy=POLICY)
+    assert overdue.action is GateAction.COMMIT_ANYWAY and "did not come" in overdue.reason
+    no_wait = CompactionPolicy.resolve({"compaction.yield.max-wait": "0"})
+    assert decide_dml_window(cadence, now=152, commit_in_s=0, waited_s=0, policy=no_wait).commits
+    near_bound = decide_dml_window(cadence, now=152, commit_in_s=0, waited_s=39.5, policy=POLICY)
+    assert near_bound.action is GateAction.WAIT and near_bound.retry_in_s == pytest.approx(0.5)
+
+
+def test_a_clock_ahead_of_ours_counts_as_just_committed() -> None:
+    cadence = dml_cadence(history(0, 40, 80, 120))
+    assert decide_dml_window(cadence, now=118, commit_in_s=0, waited_s=0, policy=POLICY).action is GateAction.COMMIT

@@ -1,0 +1,52 @@
+"""The table history as the commit gate reads it (compaction.spark.gate, compaction.core.dml_history): real Spark
+merge-on-read DML, a streaming append and our own compaction commit on a real Iceberg table; only the DML of other
+writers makes the table's cadence."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from compaction.catalog import CatalogConfig
+from compaction.core.dml_history import dml_cadence, is_validating_dml
+from compaction.core.plan import CompactionMode
+from compaction.core.posthoc import PLAN_PROPERTY
+from compaction.demo.workload import WorkloadSpec, generate
+from compaction.spark import jvm as J
+from compaction.spark.gate import _History
+from icecompact_testing.inprocess import compact_in_process
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def test_history_counts_the_dml_of_other_writers_not_appends_or_ours(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig) -> None:
+    workload = generate(spark, sqlite_catalog, "cdc.dml_history", WorkloadSpec(
+        seed=61, format_version=2, partitioning="days_ts", days_span=2, commits=2, rows_per_commit=40,
+        use_equality_deletes=True, eq_delete_fraction=0.5))
+    table = workload.table
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read', "
+              "'write.update.mode' = 'merge-on-read')")
+    history = _History()
+    jtable = J.load_table(spark, table)
+    workload_dml = sum(is_validating_dml(v) for v in history.recent(jtable))  # the workload's own DELETE / UPDATE
+    ids = [int(r[0]) for r in spark.sql(f"SELECT id FROM {table} WHERE id IS NOT NULL ORDER BY id LIMIT 3").collect()]
+    for i in ids[:2]:
+        spark.sql(f"DELETE FROM {table} WHERE id = {i}")
+    spark.sql(f"UPDATE {table} SET id = id WHERE id = {ids[2]}")
+    views = history.recent(jtable)
+    dml = [v for v in views if is_validating_dml(v)]
+    assert len(dml) == workload_dml + 3, [(v.operation, dict(v.summary)) for v in views]
+    assert [v.operation for v in dml[:3]] == ["overwrite", "delete", "delete"]  # newest first
+    assert all(int(v.summary["added-position-delete-files"]) > 0 for v in dml[:3])
+    cadence = dml_cadence(views)
+    assert cadence is not None and cadence.commits == min(12, len(dml)) and cadence.last_at == dml[0].committed_at
+
+    compact_in_process(spark, sqlite_catalog, "cdc.dml_history", CompactionMode.MINOR, now=NOW, clean=True)
+    spark.sql(f"INSERT INTO {table} SELECT * FROM {table} LIMIT 1")
+    again = history.recent(jtable)
+    new = again[:len(again) - len(views)]
+    assert again[len(new):] == views  # the snapshots read before come from the cache, unchanged
+    assert {v.operation for v in new} >= {"append"}
+    assert any(v.summary.get(PLAN_PROPERTY) for v in new), "our MINOR's snapshot"
+    assert not any(is_validating_dml(v) for v in new)
+    assert dml_cadence(again) == cadence
