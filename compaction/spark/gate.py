@@ -32,7 +32,7 @@ from compaction.core.yielding import CommitGate, GateAction
 
 #: How far back the history is read for the DML cadence (snapshots; the walk also stops at enough DML commits).
 HISTORY_SNAPSHOTS_MAX = 1000
-#: What a MAJOR rewrite is expected to take before its first run in this process has been measured.
+#: What a file rewrite (a MAJOR, a MINOR's fragment merge) is expected to take before one in this process was measured.
 REWRITE_SECONDS_DEFAULT = 5.0
 
 

@@ -408,7 +408,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     )
     # Iceberg's action commits inside execute(): the commit intent covers the whole rewrite, so a writer taking a
     # lease meanwhile waits for it (compaction.core.yielding), and the rewrite starts only once no lease is live.
-    with commit_window("MAJOR rewrite", table=table, rewrite=True):
+    with commit_window("file rewrite", table=table, rewrite=True):
         _inject_fault("before-rewrite", spark)
         result = action.execute()
         _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
