@@ -91,6 +91,9 @@ class _History:
                 view, sid = cached
                 out.append(view)
                 dml += is_validating_dml(view)
+            if len(self.views) > 2 * HISTORY_SNAPSHOTS_MAX:  # a resident executor runs for weeks
+                walked = {v.snapshot_id for v in out}
+                self.views = {k: v for k, v in self.views.items() if k in walked}
         return out
 
 
