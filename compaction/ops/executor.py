@@ -157,6 +157,24 @@ def run_supervisor(catalog: CatalogConfig, executor_id: str | None, *, options: 
                          progress=progress)
 
 
+#: A supervisor records its executor before (detached start: in the parent) or just after its process starts.
+_PID_RECORD_SLACK_S = 300.0
+
+
+def recorded_process_alive(record: Any) -> bool:
+    """Whether ``record.pid`` is still the executor's supervisor that recorded it: a pid is reused once its process
+    has ended (on Linux within minutes: a JVM's threads use pids too), and signalling a reused one would stop an
+    unrelated process. The process must be an ``executor`` command started no later than shortly after the record."""
+    import psutil
+
+    try:
+        process = psutil.Process(record.pid)
+        created, cmdline = process.create_time(), " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+    return "executor" in cmdline and created <= record.started_at.timestamp() + _PID_RECORD_SLACK_S
+
+
 def stop_executors(ledger: Ledger, catalog: str | None = None, *,
                    progress: Callable[[str], None] = print) -> int:
     """SIGTERM the supervisors of this host's live executors (of ``catalog``). Returns how many were signalled."""
@@ -167,6 +185,8 @@ def stop_executors(ledger: Ledger, catalog: str | None = None, *,
             progress(f"executor {record.executor_id}: on host {record.host}, pid {record.pid}: stop it there")
             continue
         try:
+            if not recorded_process_alive(record):
+                raise ProcessLookupError(record.pid)
             os.kill(record.pid, signal.SIGTERM)
         except ProcessLookupError:
             ledger.stop_executor(record.executor_id, "its supervisor was gone")

@@ -61,7 +61,7 @@ def stop_ledger_executors(ledger: Any, timeout: float = 60, *, just_started: boo
     detached supervisor does once it is up."""
     import time
 
-    from compaction.ops.executor import stop_executors
+    from compaction.ops.executor import recorded_process_alive, stop_executors
 
     deadline = time.monotonic() + timeout
     while just_started and any(r.pid is None for r in ledger.executors()) and time.monotonic() < deadline:
@@ -71,7 +71,7 @@ def stop_ledger_executors(ledger: Any, timeout: float = 60, *, just_started: boo
     while ledger.executors() and time.monotonic() < deadline:
         time.sleep(0.5)
     for record in ledger.executors():
-        if record.pid:
+        if record.pid and recorded_process_alive(record):
             try:
                 os.killpg(record.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -482,10 +482,17 @@ class _Airflow(AirflowProcesses):
 
     def stop(self, name: str | None = None, timeout: float = 60) -> None:
         if name is None:
-            for group in self.old_groups:
+            import psutil
+
+            # Orphaned LocalExecutor workers ignore SIGTERM. The killed scheduler's pid was its group's id, but it may
+            # have been reused by now (the group's other members gone): kill members of the group that are this
+            # Airflow's processes only, never the group blindly.
+            for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
                 try:
-                    os.killpg(group, signal.SIGKILL)  # orphaned LocalExecutor workers ignore SIGTERM
-                except ProcessLookupError:
+                    if (os.getpgid(proc.pid) in self.old_groups and "airflow" in " ".join(proc.info["cmdline"] or [])
+                            and (proc.info["environ"] or {}).get("AIRFLOW_HOME") == str(self.home)):
+                        proc.kill()
+                except (ProcessLookupError, psutil.Error):
                     pass
             self.old_groups.clear()
         super().stop(name, timeout=timeout)

@@ -1,0 +1,38 @@
+"""Stopping an executor signals its recorded supervisor only while that pid is still the supervisor
+(compaction.ops.executor.recorded_process_alive): a pid is reused once its process has ended, and signalling a
+reused one would stop an unrelated process."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from compaction.ops.executor import recorded_process_alive
+
+NOW = dt.datetime.now(dt.timezone.utc)
+
+
+def record(pid: int, started_at: dt.datetime) -> SimpleNamespace:
+    return SimpleNamespace(pid=pid, started_at=started_at)
+
+
+def test_only_the_recorded_supervisor_counts_as_alive() -> None:
+    # A stand-in supervisor: a process whose command line names the executor, as `icecompact executor run` does.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "executor", "run"])
+    try:
+        assert recorded_process_alive(record(proc.pid, NOW))
+        # The same pid recorded an hour before this process started: the pid was reused.
+        assert not recorded_process_alive(record(proc.pid, NOW - dt.timedelta(hours=1)))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not recorded_process_alive(record(proc.pid, NOW))  # gone
+    # A live process that is not an executor (this test's own) is never taken for one.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not recorded_process_alive(record(other.pid, NOW))
+    finally:
+        other.kill()
+        other.wait()
