@@ -29,6 +29,7 @@ from compaction.core.dml_history import (
 from compaction.core.plan import CompactionPlan
 from compaction.core.policy import CompactionPolicy
 from compaction.core.yielding import CommitGate, GateAction
+from compaction.spark.validation import java_exception_chain
 
 #: How far back the history is read for the DML cadence (snapshots; the walk also stops at enough DML commits).
 HISTORY_SNAPSHOTS_MAX = 1000
@@ -110,12 +111,24 @@ def expected_rewrite_s(table_ref: str) -> float:
     return _REWRITE_SECONDS.get(table_ref, REWRITE_SECONDS_DEFAULT)
 
 
+def _error_text(error: BaseException) -> str:
+    chain = java_exception_chain(error)
+    return (f"{chain[0][0].rsplit('.', 1)[-1]}: {chain[0][1]}" if chain else f"{type(error).__name__}: {error}")[:300]
+
+
 def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: float) -> None:
     history = _history_of(bound.table_ref)
     started = time.monotonic()
     announced = False
     while True:
-        decision = decide_dml_window(dml_cadence(history.recent(table)), now=time.time(), commit_in_s=commit_in_s,
+        try:
+            snapshots = history.recent(table)
+        except Exception as e:  # noqa: BLE001 - the timing is advisory: the commit meets a catalog outage itself
+            if bound.progress is not None:
+                bound.progress(f"icecompact: {what}: the table's history could not be read, not timed: "
+                               f"{_error_text(e)}")
+            return
+        decision = decide_dml_window(dml_cadence(snapshots), now=time.time(), commit_in_s=commit_in_s,
                                      waited_s=time.monotonic() - started, policy=bound.policy)
         if decision.commits:
             if (announced or decision.action is GateAction.COMMIT_ANYWAY) and bound.progress is not None:
