@@ -28,6 +28,7 @@ from compaction.core.dml_history import (
 )
 from compaction.core.plan import CompactionPlan
 from compaction.core.policy import CompactionPolicy
+from compaction.core.retry import CATALOG_OUTAGE_WAIT_S, CATALOG_RETRY_INTERVAL_S
 from compaction.core.yielding import CommitGate, GateAction
 from compaction.spark.validation import java_exception_chain
 
@@ -120,14 +121,24 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: floa
     history = _history_of(bound.table_ref)
     started = time.monotonic()
     announced = False
+    unreadable_since: float | None = None
     while True:
         try:
             snapshots = history.recent(table)
-        except Exception as e:  # noqa: BLE001 - the timing is advisory: the commit meets a catalog outage itself
-            if bound.progress is not None:
-                bound.progress(f"icecompact: {what}: the table's history could not be read, not timed: "
-                               f"{_error_text(e)}")
-            return
+            unreadable_since = None
+        except Exception as e:  # noqa: BLE001
+            # The catalog is down: the commit right after would fail with an unknown outcome, so wait for it as for
+            # any catalog outage; past that, the timing is advisory and the commit meets the catalog itself.
+            now = time.monotonic()
+            if unreadable_since is None:
+                unreadable_since = now
+                if bound.progress is not None:
+                    bound.progress(f"icecompact: {what}: the table's history could not be read, waiting for the "
+                                   f"catalog (at most {CATALOG_OUTAGE_WAIT_S:.0f} s): {_error_text(e)}")
+            if now - unreadable_since >= CATALOG_OUTAGE_WAIT_S:
+                return
+            time.sleep(CATALOG_RETRY_INTERVAL_S)
+            continue
         decision = decide_dml_window(dml_cadence(snapshots), now=time.time(), commit_in_s=commit_in_s,
                                      waited_s=time.monotonic() - started, policy=bound.policy)
         if decision.commits:
