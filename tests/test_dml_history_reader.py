@@ -28,12 +28,13 @@ def test_history_counts_the_dml_of_other_writers_not_appends_or_ours(  # type: i
               "'write.update.mode' = 'merge-on-read')")
     history = _History()
     jtable = J.load_table(spark, table)
-    workload_dml = sum(is_validating_dml(v) for v in history.recent(jtable))  # the workload's own DELETE / UPDATE
+    # The workload's own DELETE / UPDATE commits.
+    workload_dml = sum(is_validating_dml(v) for v in history.recent(jtable, refresh=True))
     ids = [int(r[0]) for r in spark.sql(f"SELECT id FROM {table} WHERE id IS NOT NULL ORDER BY id LIMIT 3").collect()]
     for i in ids[:2]:
         spark.sql(f"DELETE FROM {table} WHERE id = {i}")
     spark.sql(f"UPDATE {table} SET id = id WHERE id = {ids[2]}")
-    views = history.recent(jtable)
+    views = history.recent(jtable, refresh=True)
     dml = [v for v in views if is_validating_dml(v)]
     assert len(dml) == workload_dml + 3, [(v.operation, dict(v.summary)) for v in views]
     assert [v.operation for v in dml[:3]] == ["overwrite", "delete", "delete"]  # newest first
@@ -43,7 +44,7 @@ def test_history_counts_the_dml_of_other_writers_not_appends_or_ours(  # type: i
 
     compact_in_process(spark, sqlite_catalog, "cdc.dml_history", CompactionMode.MINOR, now=NOW, clean=True)
     spark.sql(f"INSERT INTO {table} SELECT * FROM {table} LIMIT 1")
-    again = history.recent(jtable)
+    again = history.recent(jtable, refresh=True)
     new = again[:len(again) - len(views)]
     assert again[len(new):] == views  # the snapshots read before come from the cache, unchanged
     assert {v.operation for v in new} >= {"append"}

@@ -68,8 +68,9 @@ class _History:
     views: dict[int, tuple[SnapshotView, int | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def recent(self, table: Any) -> list[SnapshotView]:
-        table.refresh()
+    def recent(self, table: Any, *, refresh: bool) -> list[SnapshotView]:
+        if refresh:
+            table.refresh()
         snapshot = table.currentSnapshot()
         sid = None if snapshot is None else int(snapshot.snapshotId())
         out: list[SnapshotView] = []
@@ -122,9 +123,14 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: floa
     started = time.monotonic()
     announced = False
     unreadable_since: float | None = None
+    polls = 0
     while True:
         try:
-            snapshots = history.recent(table)
+            # The first look is at the table as the job last read it: refreshing the caller's table would move the
+            # base of the rewrite that follows (Iceberg's action starts from the table's current snapshot). A commit
+            # that waits reads the catalog again, to see the DML commit it waits for.
+            snapshots = history.recent(table, refresh=polls > 0)
+            polls += 1
             unreadable_since = None
         except Exception as e:  # noqa: BLE001
             # The catalog is down: the commit right after would fail with an unknown outcome, so wait for it as for
