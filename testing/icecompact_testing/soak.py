@@ -485,12 +485,11 @@ class _Airflow(AirflowProcesses):
             import psutil
 
             # Orphaned LocalExecutor workers ignore SIGTERM. The killed scheduler's pid was its group's id, but it may
-            # have been reused by now (the group's other members gone): kill members of the group that are this
-            # Airflow's processes only, never the group blindly.
-            for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
+            # have been reused by now (the group's other members gone): kill members of the group that are Airflow
+            # processes only, never the group blindly (their environment is not readable: setproctitle overwrites it).
+            for proc in psutil.process_iter(["pid", "cmdline"]):
                 try:
-                    if (os.getpgid(proc.pid) in self.old_groups and "airflow" in " ".join(proc.info["cmdline"] or [])
-                            and (proc.info["environ"] or {}).get("AIRFLOW_HOME") == str(self.home)):
+                    if os.getpgid(proc.pid) in self.old_groups and "airflow" in " ".join(proc.info["cmdline"] or []):
                         proc.kill()
                 except (ProcessLookupError, psutil.Error):
                     pass
