@@ -224,13 +224,7 @@ def _append_rows(catalog: CatalogConfig, identifier: tuple[str, str], first_id: 
     table.append(rows.cast(table.schema().as_arrow()))
 
 
-@pytest.mark.parametrize("mode", [
-    pytest.param("major", marks=pytest.mark.xfail(strict=True, reason=(
-        "Iceberg's RewriteDataFiles action cleans up on its own: SnapshotProducer.cleanAll deletes the landed "
-        "commit's manifest list and manifests, RewriteDataFilesCommitManager.abortFileGroup its new data files; "
-        "the action takes no deleteWith (compaction.spark.jvm.DeferredCleanup covers our own commits only)"))),
-    "minor",
-])
+@pytest.mark.parametrize("mode", ["major", "minor"])
 def test_a_writer_committing_while_the_commit_answer_is_lost_keeps_every_row_and_file(  # type: ignore[no-untyped-def]
         spark, catalogs, pg_proxy: PgFaultProxy, mode: str) -> None:
     """Our commit lands, and before its lost answer reaches Spark another writer appends rows. Iceberg's JDBC pool

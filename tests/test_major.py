@@ -88,10 +88,11 @@ def test_major_rolls_back_a_commit_that_fails_validation(spark, sqlite_catalog: 
 
 
 @pytest.mark.parametrize("group_commit", [True, False])
-def test_a_failing_check_after_the_cleanup_commit_undoes_both_commits(spark, sqlite_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
-                                                                      monkeypatch, group_commit: bool) -> None:
-    """Our check after the dangling-delete cleanup fails: the rewrite and the cleanup are both rolled back (the
-    cleanup's snapshot is known to the caller as soon as it lands, before the check), for a group and per partition."""
+def test_a_failing_check_after_the_rewrite_commit_undoes_it(spark, sqlite_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
+                                                           monkeypatch, group_commit: bool) -> None:
+    """Our check after the rewrite's one commit (files replaced, dangling deletes removed) fails: the commit is rolled
+    back (its snapshot is known to the caller as soon as it lands, before the check), for a group and per
+    partition."""
     from compaction.core.errors import CommitValidationError
     from compaction.spark import job, major
 
@@ -109,7 +110,7 @@ def test_a_failing_check_after_the_cleanup_commit_undoes_both_commits(spark, sql
                for g in the_plan.groups]
     parts = [p for r in results for p in r.partitions]
     assert parts and {p.status for p in parts} == {"rolled_back"}, [(p.label, p.status, p.error) for p in parts]
-    assert all(len(p.commit_snapshot_ids) == 2 for p in parts)  # rewrite + cleanup, both undone
+    assert all(len(p.commit_snapshot_ids) == 1 for p in parts)  # the rewrite with the dangling deletes removed
     table = sqlite_catalog.load().load_table(workload.identifier)
     assert table.current_snapshot().snapshot_id == head
     assert read_table(table).rows == workload.expected_rows

@@ -79,6 +79,8 @@ class PhaseTimer:
             (group_reads.GroupRows, "_read", "group_base_rows"),
             (major, "rewrite_partition", "rewrite_action"),
             (major, "remove_dangling_deletes", "cleanup"),
+            (major, "_rewritten_groups", "rewrite_files"),
+            (major, "_commit_rewrite", "rewrite_commit"),
             (major, "find_dangling_deletes", "find_dangling_deletes"),
             (major, "_check_no_older_data_added", "check_no_older_data"),
             (major, "find_tagged_snapshot", "find_tagged_snapshot"),
@@ -147,7 +149,13 @@ def breakdown_of(phases: dict[str, dict[str, float]], total: float) -> dict[str,
     out = {
         "total": total,
         "inspect_plan": get("inspect") + get("plan"),
+        # The rewrite: Iceberg's planner and runner write the files, our one commit replaces them and removes the
+        # delete files left dangling (found before it, checked after it).
         "iceberg_rewrite_action": compacting("rewrite_action"),
+        "rewrite/files (Iceberg's planner and runner)": compacting("rewrite_action/rewrite_files"),
+        "rewrite/find_dangling_deletes": compacting("rewrite_action/find_dangling_deletes"),
+        "rewrite/commit": compacting("rewrite_action/rewrite_commit"),
+        "rewrite/check_no_older_data": compacting("rewrite_action/check_no_older_data"),
         "cleanup_commit": compacting("cleanup"),
         "cleanup/find_dangling_deletes": compacting("cleanup/find_dangling_deletes"),
         "cleanup/read_position_delete_targets (Spark job)":

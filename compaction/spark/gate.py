@@ -34,8 +34,6 @@ from compaction.spark.validation import java_exception_chain
 
 #: How far back the history is read for the DML cadence (snapshots; the walk also stops at enough DML commits).
 HISTORY_SNAPSHOTS_MAX = 1000
-#: What a file rewrite (a MAJOR, a MINOR's fragment merge) is expected to take before one in this process was measured.
-REWRITE_SECONDS_DEFAULT = 5.0
 
 
 @dataclass
@@ -101,16 +99,10 @@ class _History:
 
 
 _HISTORIES: dict[str, _History] = {}
-_REWRITE_SECONDS: dict[str, float] = {}
 
 
 def _history_of(table_ref: str) -> _History:
     return _HISTORIES.setdefault(table_ref, _History())
-
-
-def expected_rewrite_s(table_ref: str) -> float:
-    """How long a MAJOR rewrite of ``table_ref`` is expected to take: the last one measured in this process."""
-    return _REWRITE_SECONDS.get(table_ref, REWRITE_SECONDS_DEFAULT)
 
 
 def _error_text(error: BaseException) -> str:
@@ -118,7 +110,8 @@ def _error_text(error: BaseException) -> str:
     return (f"{chain[0][0].rsplit('.', 1)[-1]}: {chain[0][1]}" if chain else f"{type(error).__name__}: {error}")[:300]
 
 
-def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: float) -> None:
+def _wait_for_dml_window(bound: _Bound, table: Any, what: str) -> None:
+    """Hold a commit that is about to run until the history says no DML of another writer is likely in flight."""
     history = _history_of(bound.table_ref)
     started = time.monotonic()
     announced = False
@@ -126,9 +119,8 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: floa
     polls = 0
     while True:
         try:
-            # The first look is at the table as the job last read it: refreshing the caller's table would move the
-            # base of the rewrite that follows (Iceberg's action starts from the table's current snapshot). A commit
-            # that waits reads the catalog again, to see the DML commit it waits for.
+            # The first look is at the table as the job last read it (no catalog round trip right before the
+            # commit); a commit that waits reads the catalog again, to see the DML commit it waits for.
             snapshots = history.recent(table, refresh=polls > 0)
             polls += 1
             unreadable_since = None
@@ -145,7 +137,7 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: floa
                 return
             time.sleep(CATALOG_RETRY_INTERVAL_S)
             continue
-        decision = decide_dml_window(dml_cadence(snapshots), now=time.time(), commit_in_s=commit_in_s,
+        decision = decide_dml_window(dml_cadence(snapshots), now=time.time(), commit_in_s=0.0,
                                      waited_s=time.monotonic() - started, policy=bound.policy)
         if decision.commits:
             if (announced or decision.action is GateAction.COMMIT_ANYWAY) and bound.progress is not None:
@@ -158,21 +150,17 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: floa
 
 
 @contextlib.contextmanager
-def commit_window(what: str, *, table: Any = None, rewrite: bool = False) -> Iterator[None]:
+def commit_window(what: str, *, table: Any = None) -> Iterator[None]:
     """Around one commit of ours (``what`` names it in the intent and in progress lines) on ``table`` (the Java
-    table: its history times the commit). ``rewrite``: the block runs a rewrite that commits at its end (Iceberg's
-    action), so the commit lands a rewrite's duration after entering. Raises
+    table: its history times the commit). Raises
     :class:`~compaction.core.errors.YieldedToWritersError` when the lease gate gave up: nothing is committed."""
     bound = _BOUND.get()
     if bound is None:
         yield
         return
     if table is not None and bound.policy.yield_dml_history:
-        _wait_for_dml_window(bound, table, what, expected_rewrite_s(bound.table_ref) if rewrite else 0.0)
+        _wait_for_dml_window(bound, table, what)
     with contextlib.ExitStack() as stack:
         if bound.gate is not None:
             stack.enter_context(bound.gate.commit_window(bound.table_ref, bound.policy, what))
-        entered = time.monotonic()
         yield
-        if rewrite:
-            _REWRITE_SECONDS[bound.table_ref] = time.monotonic() - entered

@@ -12,7 +12,6 @@ import time
 from typing import Any, Callable
 
 from compaction.core.errors import (
-    CommitConflictError,
     CompactionError,
     RewriteJobError,
 )
@@ -49,7 +48,6 @@ from compaction.spark.major import (
     find_tagged_snapshot,
     layout_for,
     new_tag,
-    remove_dangling_deletes,
     rewrite_partition,
     selection_for,
     selection_rewrites_nothing,
@@ -182,18 +180,16 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     expression = _any_of(spark, [e for _, e, _, _ in active])
     tag = new_tag()
     action_started = time.monotonic()
+    commits: list[int] = []
     try:
+        # A MAJOR removes the delete files its rewrite leaves dangling in the same commit; a selective rewrite leaves
+        # them to its conversion step.
         rewritten, added, _ = rewrite_partition(
             spark, table, expression, plan_id=plan.plan_id, tag=tag,
             target_file_size_bytes=plan.policy.target_file_size_bytes,
             selection=None if selective is None else selection_for(plan.policy, selective),
-            layout=layout_for(plan.policy, selective or "major"))
-        commits: list[int] = []
-        if rewritten or added:
-            sid = find_tagged_snapshot(table, base_id, tag)
-            if sid is None:
-                raise CommitConflictError("rewrite committed but its snapshot was not found on main")
-            commits.append(sid)
+            layout=layout_for(plan.policy, selective or "major"), remove_dangling=selective is None,
+            committed=commits)
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:
@@ -203,14 +199,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             return settled, {}
         emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
         return settled, _group_conflicts(err, kind, [t.partition for t, _, _, _ in active])
-    cleaned = selective is not None  # a selective rewrite leaves the dangling deletes to its conversion step
 
     def settle(fingerprints: FingerprintCache) -> None:
-        nonlocal cleaned
-        if not cleaned:
-            remove_dangling_deletes(spark, table, expression, plan_id=plan.plan_id, tag=new_tag(),
-                                    covers_whole_table=False, committed=commits)
-            cleaned = True
         table.refresh()
         last = commits[-1] if commits else base_id
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
@@ -228,7 +218,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         settle_started = time.monotonic()
         settle(fingerprints)
         emit(progress, f"icecompact: {what} {len(active)} partitions: "
-                        f"{'' if selective else 'dangling-delete cleanup and '}validation ({level.value}) in "
+                        f"validation ({level.value}) in "
                         f"{time.monotonic() - settle_started:.1f} s")
 
     _check_group_commit(spark, table, ref, level, commits, [r for _, _, _, r in active],

@@ -67,6 +67,58 @@ def gateway(spark: SparkSession) -> Any:
     return spark.sparkContext._gateway
 
 
+def _declared(obj: JavaObject, kind: str, name: str, arity: int | None = None) -> JavaObject:
+    """The field or method ``name`` declared by ``obj``'s class or a superclass, made accessible."""
+    cls = obj.getClass()
+    while cls is not None:
+        if kind == "field":
+            for field in cls.getDeclaredFields():
+                if str(field.getName()) == name:
+                    field.setAccessible(True)
+                    return field
+        else:
+            for method in cls.getDeclaredMethods():
+                if str(method.getName()) == name and int(method.getParameterCount()) == arity:
+                    method.setAccessible(True)
+                    return method
+        cls = cls.getSuperclass()
+    raise UnsupportedTableError(f"this Iceberg runtime has no {kind} {name} in {obj.getClass().getName()} "
+                                "(an Iceberg version this release does not support)")
+
+
+def call_declared(spark: SparkSession, obj: JavaObject, name: str, *args: Any) -> JavaObject:
+    """Call a non-public method of ``obj`` (reflection; pinned to the supported Iceberg versions)."""
+    method = _declared(obj, "method", name, len(args))
+    argv = gateway(spark).new_array(jvm(spark).java.lang.Object, len(args))
+    for i, arg in enumerate(args):
+        argv[i] = arg
+    return method.invoke(obj, argv)
+
+
+def declared_field(obj: JavaObject, name: str) -> JavaObject:
+    """The value of a non-public field of ``obj`` (reflection; pinned to the supported Iceberg versions)."""
+    return _declared(obj, "field", name).get(obj)
+
+
+def is_instance(obj: JavaObject, class_name: str) -> bool:
+    """Whether the Java object ``obj`` is a ``class_name`` (class or interface, by name: py4j cannot call
+    ``isInstance`` on an interface it reaches through the JVM view)."""
+    pending, seen = [obj.getClass()], set()
+    while pending:
+        cls = pending.pop()
+        if cls is None:
+            continue
+        name = str(cls.getName())
+        if name == class_name:
+            return True
+        if name in seen:
+            continue
+        seen.add(name)
+        pending.append(cls.getSuperclass())
+        pending.extend(cls.getInterfaces())
+    return False
+
+
 class DeferredCleanup:
     """Iceberg's clean-up deletes of one commit of ours (RowDelta, RewriteFiles), collected instead of done while
     the commit runs (``deleteWith`` a ``Stream.Builder``, which only keeps the paths), and done by :meth:`committed`

@@ -1,5 +1,5 @@
-"""MAJOR compaction of one partition: Iceberg's rewrite action with every delete applied, then our own removal of
-the delete files left dangling, then the post-commit invariant check.
+"""MAJOR compaction of one partition: the file groups Iceberg's rewrite action plans and writes, committed by us in
+one RewriteFiles together with the removal of the delete files left dangling, then the post-commit invariant check.
 
 Iceberg rules this module relies on (Iceberg spec, "Scan Planning"; docs/validation.md):
 * the rewrite keeps the *starting* sequence number (``use-starting-sequence-number``) so equality deletes committed
@@ -373,12 +373,9 @@ def full_rewrite_options(table: Any) -> dict[str, str]:
     }
 
 
-def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
-                      plan_id: str, tag: str, selection: Selection | None = None,
-                      layout: Layout = Layout()) -> tuple[int, int, int]:
-    """Run Iceberg's RewriteDataFiles on the partition in one commit; returns (rewritten, added, removed deletes).
-    ``selection``: rewrite only the files it picks (None: every file with a delete, and the small files; under a
-    clustering ``layout``, every data file of the partition)."""
+def _rewrite_action(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
+                    selection: Selection | None, layout: Layout) -> Any:
+    """Iceberg's RewriteDataFiles action for ``expression`` with the options of ``selection`` and ``layout``."""
     J.activate(spark)  # the action stages its file groups through a catalog of the *active* session
     actions = J.jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     if selection is None:
@@ -396,24 +393,136 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         "target-file-size-bytes", str(int(target_file_size_bytes)))
     for name, value in options.items():
         action = action.option(name, value)
-    action = (
-        action
-        .option("use-starting-sequence-number", "true")
-        # Our own cleanup (remove_dangling_deletes) runs instead: Iceberg's runs as an untagged extra commit and
-        # skips unpartitioned tables and deletes committed at the starting sequence number.
-        .option("remove-dangling-deletes", "false")
-        .option("partial-progress.enabled", "false")
-        .snapshotProperty(TASK_PROPERTY, tag)
-        .snapshotProperty(PLAN_PROPERTY, plan_id)
-    )
-    # Iceberg's action commits inside execute(): the commit intent covers the whole rewrite, so a writer taking a
-    # lease meanwhile waits for it (compaction.core.yielding), and the rewrite starts only once no lease is live.
-    with commit_window("file rewrite", table=table, rewrite=True):
-        _inject_fault("before-rewrite", spark)
-        result = action.execute()
-        _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
-    return (int(result.rewrittenDataFilesCount()), int(result.addedDataFilesCount()),
-            int(result.removedDeleteFilesCount()))
+    return action.option("use-starting-sequence-number", "true").option("partial-progress.enabled", "false")
+
+
+def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int) -> list[Any]:
+    """Plan ``action``'s file groups from ``base_id`` and write each group's new files, without committing: the
+    action's own planner and runner (its ``init`` and ``rewriteFiles``), so every option means what it means to
+    ``CALL rewrite_data_files``. Each returned RewriteFileGroup holds its rewritten and added files; on a failure the
+    files written so far are deleted (never committed)."""
+    J.call_declared(spark, action, "init", J.jvm(spark).java.lang.Long.valueOf(int(base_id)))
+    plan = J.declared_field(action, "planner").plan()
+    if int(plan.totalGroupCount()) == 0:
+        return []
+    groups: list[Any] = []
+    try:
+        for group in _iterate(plan.groups()):
+            groups.append(J.call_declared(spark, action, "rewriteFiles", plan, group))
+    except Exception:
+        _delete_added_files(table, groups)
+        raise
+    return groups
+
+
+def _delete_added_files(table: Any, groups: list[Any]) -> None:
+    io = table.io()
+    for group in groups:
+        for f in _iterate(group.addedFiles()):
+            try:
+                io.deleteFile(f.location())
+            except Exception:  # noqa: BLE001 - best effort: a file left is an orphan, never referenced
+                pass
+
+
+def _landed(table: Any, base_id: int, tag: str) -> int | None | bool:
+    """Our tagged snapshot after a failed commit: its id, None when the table shows it did not land, False when the
+    table cannot be read (then it may have landed)."""
+    try:
+        return find_tagged_snapshot(table, base_id, tag)
+    except Exception:  # noqa: BLE001 - unknown
+        return False
+
+
+#: Iceberg's mark of a commit failure after which the commit is known not to have landed (CommitFailedException,
+#: ValidationException); CommitStateUnknownException and I/O errors are not.
+_CLEANABLE_FAILURE = "org.apache.iceberg.exceptions.CleanableFailure"
+
+
+def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[Any], *, base_id: int,
+                    plan_id: str, tag: str) -> int:
+    """One RewriteFiles of ours for the rewritten groups and the delete files left dangling, validated from the
+    rewrite's base and keeping its data sequence number (as Iceberg's RewriteDataFilesCommitManager commits a
+    rewrite: ``validateFromSnapshot`` fails it when a delete was added since for a rewritten file; the new files
+    keep the starting sequence number so that equality deletes committed meanwhile still apply to them).
+
+    Unlike the action's commit, Iceberg's clean-up waits until we know the outcome (J.DeferredCleanup), and the new
+    data files are deleted only when the table shows the commit did not land: a commit whose answer was lost can
+    have landed although it failed (a JDBC catalog's retry, CommitStateUnknownException)."""
+    base_seq = int(table.snapshot(int(base_id)).sequenceNumber())
+    cleanup = J.DeferredCleanup(spark)
+    rewrite = (cleanup.attach(table.newRewrite()).validateFromSnapshot(int(base_id)).dataSequenceNumber(base_seq)
+               .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
+    removed: set[str] = set()
+    for group in groups:
+        for f in _iterate(group.rewrittenFiles()):
+            rewrite = rewrite.deleteFile(f)
+        for f in _iterate(group.addedFiles()):
+            rewrite = rewrite.addFile(f)
+        for d in [*_iterate(group.danglingDVs())]:
+            if str(d.location()) not in removed:
+                removed.add(str(d.location()))
+                rewrite = rewrite.deleteFile(d)
+    for d in dangling:
+        if str(d.location()) not in removed:
+            removed.add(str(d.location()))
+            rewrite = rewrite.deleteFile(d)
+    # The gate times the commit itself: a writer holding a lease goes first, and a commit is kept out of the
+    # part of a DML cycle where the writer's own commit would be failed by it (compaction.core.yielding).
+    with commit_window("file rewrite", table=table):
+        try:
+            rewrite.commit()
+        except Exception as e:
+            landed = _landed(table, base_id, tag)
+            java = getattr(e, "java_exception", None)
+            if landed is None and java is not None and J.is_instance(java, _CLEANABLE_FAILURE):
+                _delete_added_files(table, groups)  # definitely not on the table
+            raise
+    commit_id = find_tagged_snapshot(table, int(base_id), tag)
+    if commit_id is None:
+        raise CommitConflictError("rewrite committed but its snapshot was not found on main")
+    cleanup.committed(table, commit_id)
+    return commit_id
+
+
+def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
+                      plan_id: str, tag: str, selection: Selection | None = None,
+                      layout: Layout = Layout(), remove_dangling: bool = False, covers_whole_table: bool = False,
+                      committed: list[int] | None = None) -> tuple[int, int, int]:
+    """Rewrite the partition's files as Iceberg's RewriteDataFiles plans and writes them, in one commit of ours;
+    returns (rewritten data files, added data files, removed delete files). ``selection``: rewrite only the files it
+    picks (None: every file with a delete, and the small files; under a clustering ``layout``, every data file of
+    the partition). ``remove_dangling``: the same commit removes the partition's delete files that no data file
+    left live needs (:func:`find_dangling_deletes`; ``covers_whole_table`` as there), also when nothing is
+    rewritten. ``committed``: gets the commit's snapshot as soon as it is on main, before our own checks."""
+    current = table.currentSnapshot()
+    if current is None:
+        return 0, 0, 0
+    base_id = int(current.snapshotId())  # the action's base: the table's current snapshot, as Iceberg's execute()
+    action = _rewrite_action(spark, table, expression, target_file_size_bytes=target_file_size_bytes,
+                             selection=selection, layout=layout)
+    _inject_fault("before-rewrite", spark)
+    groups = _rewritten_groups(spark, table, action, base_id)
+    dangling: list[Any] = []
+    try:
+        if remove_dangling:
+            rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
+            dangling = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table,
+                                             removed_data=rewritten_paths)
+    except Exception:
+        _delete_added_files(table, groups)
+        raise
+    if not groups and not dangling:
+        return 0, 0, 0
+    commit_id = _commit_rewrite(spark, table, groups, dangling, base_id=base_id, plan_id=plan_id, tag=tag)
+    if committed is not None:
+        committed.append(commit_id)
+    _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
+    _check_no_older_data_added(spark, table, expression, base_id, commit_id, dangling)
+    rewritten = sum(int(g.rewrittenFiles().size()) for g in groups)
+    added = sum(int(g.addedFiles().size()) for g in groups)
+    dvs = {str(d.location()) for g in groups for d in _iterate(g.danglingDVs())}
+    return rewritten, added, len(dvs | {str(d.location()) for d in dangling})
 
 
 def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id: str,
@@ -489,32 +598,22 @@ def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_b
                   plan_id: str, covers_whole_table: bool, before: PartitionFiles,
                   on_rewrite_commit: Callable[[int], None] | None = None,
                   committed: list[int] | None = None, layout: Layout = Layout()) -> MajorOutcome:
-    """One attempt: rewrite + cleanup. Raises py4j errors from the action (the caller classifies them).
-    ``committed``: the caller's list of its snapshots, appended to as soon as each commit is on main (so that the
-    caller can undo them if anything after fails, even before this returns).
+    """One attempt: the rewrite and the removal of the delete files it leaves dangling, in one commit. Raises py4j
+    errors from Iceberg (the caller classifies them). ``committed``: the caller's list of its snapshots, appended
+    to as soon as the commit is on main (so that the caller can undo it if anything after fails, even before this
+    returns).
 
-    ``on_rewrite_commit(snapshot_id)`` is called once the rewrite's snapshot is found on main, before the cleanup
-    (the job starts reading that snapshot's rows for validation while the cleanup works on metadata)."""
+    ``on_rewrite_commit(snapshot_id)`` is called once the commit is on main (the job starts reading that snapshot's
+    rows for validation while the partition's files are scanned)."""
     base_id = before.snapshot_id
-    tag = new_tag()
-    rewritten, added, removed_by_action = rewrite_partition(
-        spark, table, expression, target_file_size_bytes=target_file_size_bytes, plan_id=plan_id, tag=tag,
-        layout=layout)
     commits: list[int] = committed if committed is not None else []
     first = len(commits)
-    if rewritten or added or removed_by_action:
-        sid = find_tagged_snapshot(table, int(base_id), tag) if base_id is not None else None
-        if sid is None:
-            raise CommitConflictError("rewrite committed but its snapshot was not found on main")
-        commits.append(sid)
-        if on_rewrite_commit is not None:
-            on_rewrite_commit(sid)
-    cleanup_tag = new_tag()
-    _, removed = remove_dangling_deletes(
-        spark, table, expression, plan_id=plan_id, tag=cleanup_tag, covers_whole_table=covers_whole_table,
-        committed=commits,
-    )
+    rewritten, added, removed = rewrite_partition(
+        spark, table, expression, target_file_size_bytes=target_file_size_bytes, plan_id=plan_id, tag=new_tag(),
+        layout=layout, remove_dangling=True, covers_whole_table=covers_whole_table, committed=commits)
     commits = commits[first:]
+    if commits and on_rewrite_commit is not None:
+        on_rewrite_commit(commits[-1])
     table.refresh()
     last = commits[-1] if commits else base_id
     after = scan_partition(spark, table, expression, last, with_applied=True)
@@ -523,7 +622,7 @@ def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_b
         commit_snapshot_ids=commits,
         rewritten_data_files=rewritten,
         added_data_files=added,
-        removed_delete_files=removed_by_action + removed,
+        removed_delete_files=removed,
         before=before.counts(),
         after=after.counts(),
         after_files=after,

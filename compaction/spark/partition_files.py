@@ -267,9 +267,11 @@ class _PartitionScope:
 
 
 def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: Any, *,
-                          covers_whole_table: bool) -> list[Any]:
+                          covers_whole_table: bool, removed_data: frozenset[str] = frozenset()) -> list[Any]:
     """Live delete files in the partitions selected by ``expression`` that can no longer apply to any live data file,
-    by the spec's rules (Iceberg spec, "Scan Planning"), ignoring column statistics (so the answer errs on the side of keeping):
+    by the spec's rules (Iceberg spec, "Scan Planning"), ignoring column statistics (so the answer errs on the side of keeping).
+    ``removed_data``: locations of data files counted as not live (a rewrite about to remove them; the files it adds
+    carry the starting data sequence number, so no delete of ``snapshot_id`` applies to them):
 
     * a DV or position delete applies only to the data files it names, in its own spec and partition, with data
       seq <= its own; if none of them is live it is dangling forever (paths are never reused);
@@ -299,8 +301,11 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
         if not covers_whole_table:
             reader = scope.filtered(reader, spec_id)
         for f in _iterate(reader):
+            location = str(f.location())
+            if location in removed_data:
+                continue
             key = (spec_id, decoder.values(spec_id, f.partition()))
-            data_by_partition.setdefault(key, []).append((str(f.location()), int(f.dataSequenceNumber())))
+            data_by_partition.setdefault(key, []).append((location, int(f.dataSequenceNumber())))
     all_data = [entry for files in data_by_partition.values() for entry in files]
 
     unpartitioned: dict[int, bool] = {}
@@ -328,7 +333,7 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
                 if unpartitioned[spec_id]:
                     if lowest_table_seq is None:
                         lowest_table_seq = (min((s for _, s in all_data), default=None) if covers_whole_table
-                                            else _lowest_live_data_sequence(spark, table, snapshot))
+                                            else _lowest_live_data_sequence(spark, table, snapshot, removed_data))
                     still_applies = lowest_table_seq is not None and lowest_table_seq < seq
                 else:
                     still_applies = any(data_seq < seq for _, data_seq in data_by_partition.get(key, []))
@@ -345,7 +350,8 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
     return dangling
 
 
-def _lowest_live_data_sequence(spark: Any, table: Any, snapshot: Any) -> int | None:
+def _lowest_live_data_sequence(spark: Any, table: Any, snapshot: Any,
+                               removed_data: frozenset[str] = frozenset()) -> int | None:
     """The lowest data sequence number of the live data files of the whole table at ``snapshot`` (None: no data
     file), every spec and partition. A manifest whose ``min_sequence_number`` (spec, "Manifest Lists": the lowest
     data sequence number of its live entries) cannot go below the lowest found so far is not opened."""
@@ -359,6 +365,8 @@ def _lowest_live_data_sequence(spark: Any, table: Any, snapshot: Any) -> int | N
         if not (manifest.hasAddedFiles() or manifest.hasExistingFiles()):
             continue
         for f in _iterate(j.org.apache.iceberg.ManifestFiles.read(manifest, io, specs)):
+            if removed_data and str(f.location()) in removed_data:
+                continue
             seq = int(f.dataSequenceNumber())
             lowest = seq if lowest is None else min(lowest, seq)
     return lowest

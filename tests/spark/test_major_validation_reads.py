@@ -5,8 +5,8 @@
   compared with them when no snapshot in between touched the partition; the value used equals a direct time-travel
   read of the commit's parent.
 * A partition that another writer touched after the group's base is compared with a read of its commit's parent.
-* The rows of a partition's compaction snapshots (rewrite, cleanup) are read in one Spark job (on PostgreSQL the
-  rewrite's is read ahead, in the background, while the cleanup works).
+* The rows of a partition's compaction snapshot are read in one Spark job (on PostgreSQL read ahead, in the
+  background, while the partition's files are scanned).
 * A group read that disagrees with the commit fails validation and rolls the commit back.
 """
 
@@ -129,8 +129,8 @@ def test_each_snapshot_is_read_once_per_partition(spark, any_catalog: CatalogCon
 
 def test_a_group_action_commits_once_and_validates_each_partition_on_its_own(spark, any_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
                                                                              monkeypatch) -> None:
-    """The group's MAJOR partitions go through one Iceberg action: one rewrite snapshot and one cleanup snapshot
-    for all of them; each partition is still compared with its own rows (base from the group read, which a direct
+    """The group's MAJOR partitions go through one Iceberg action: one snapshot for all of them (the rewrite with
+    the dangling deletes removed); each partition is still compared with its own rows (base from the group read, which a direct
     read confirms), and every (snapshot, partition) is read once, the commits' all in one Spark job."""
     catalog = any_catalog
     workload = generate(spark, catalog, "cdc.g", WorkloadSpec(seed=21, partitioning="days_ts", commits=3,
@@ -140,13 +140,11 @@ def test_a_group_action_commits_once_and_validates_each_partition_on_its_own(spa
     assert len(parts) >= 3 and len(the_plan.groups) == 1
     assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     commits = {tuple(p.commit_snapshot_ids) for p in parts}
-    # One rewrite (+ one cleanup when anything dangles, see above), shared by every partition.
-    assert len(commits) == 1 and len(next(iter(commits))) in (1, 2)
+    # One commit, shared by every partition.
+    assert len(commits) == 1 and len(next(iter(commits))) == 1
     shared = next(iter(commits))
     table = catalog.load().load_table(workload.identifier)
     assert table.snapshot_by_id(shared[0]).parent_snapshot_id == the_plan.base_snapshot_id
-    if len(shared) == 2:
-        assert table.snapshot_by_id(shared[1]).parent_snapshot_id == shared[0]
     for p in parts:
         checks = p.validation["checks"]
         assert [c["ok"] for c in checks] == [True] * len(shared)
