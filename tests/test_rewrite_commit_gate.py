@@ -24,8 +24,8 @@ from icecompact_testing.inprocess import compact_in_process
 from icecompact_testing.oracle import read_table
 
 
-def test_a_lease_taken_while_a_major_rewrites_goes_first(spark, postgres_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
-                                                        tmp_path: Path, monkeypatch) -> None:
+def test_a_lease_taken_while_a_major_rewrites_goes_first(  # type: ignore[no-untyped-def]
+        spark, postgres_catalog: CatalogConfig, tmp_path: Path, monkeypatch) -> None:
     catalog = postgres_catalog
     workload = generate(spark, catalog, "cdc.lease", WorkloadSpec(seed=31, partitioning="unpartitioned", commits=3,
                                                                    rows_per_commit=40))

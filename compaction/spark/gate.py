@@ -30,7 +30,7 @@ from compaction.core.plan import CompactionPlan
 from compaction.core.policy import CompactionPolicy
 from compaction.core.retry import CATALOG_OUTAGE_WAIT_S, CATALOG_RETRY_INTERVAL_S
 from compaction.core.yielding import CommitGate, GateAction
-from compaction.spark.validation import java_exception_chain
+from compaction.spark.validation import classify_java_error
 
 #: How far back the history is read for the DML cadence (snapshots; the walk also stops at enough DML commits).
 HISTORY_SNAPSHOTS_MAX = 1000
@@ -105,11 +105,6 @@ def _history_of(table_ref: str) -> _History:
     return _HISTORIES.setdefault(table_ref, _History())
 
 
-def _error_text(error: BaseException) -> str:
-    chain = java_exception_chain(error)
-    return (f"{chain[0][0].rsplit('.', 1)[-1]}: {chain[0][1]}" if chain else f"{type(error).__name__}: {error}")[:300]
-
-
 def _wait_for_dml_window(bound: _Bound, table: Any, what: str) -> None:
     """Hold a commit that is about to run until the history says no DML of another writer is likely in flight."""
     history = _history_of(bound.table_ref)
@@ -131,8 +126,9 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str) -> None:
             if unreadable_since is None:
                 unreadable_since = now
                 if bound.progress is not None:
+                    error = classify_java_error(e, "reading the history")
                     bound.progress(f"icecompact: {what}: the table's history could not be read, waiting for the "
-                                   f"catalog (at most {CATALOG_OUTAGE_WAIT_S:.0f} s): {_error_text(e)}")
+                                   f"catalog (at most {CATALOG_OUTAGE_WAIT_S:.0f} s): {error}")
             if now - unreadable_since >= CATALOG_OUTAGE_WAIT_S:
                 return
             time.sleep(CATALOG_RETRY_INTERVAL_S)

@@ -32,6 +32,7 @@ from compaction.spark.partition_files import (
     _iterate,
     added_data_files,
     delete_kind,
+    delete_ref,
     find_dangling_deletes,
     java_list,
     scan_partition,
@@ -434,6 +435,15 @@ def _landed(table: Any, base_id: int, tag: str) -> int | None | bool:
         return False
 
 
+def _removed_deletes(groups: list[Any], dangling: list[Any]) -> dict[tuple[str, int], Any]:
+    """The delete files a rewrite's commit removes: the DVs of its rewritten files (the action's ``danglingDVs``) and
+    ``dangling``, each once (DVs share Puffin files: identified with their offset)."""
+    out: dict[tuple[str, int], Any] = {}
+    for d in [d for g in groups for d in _iterate(g.danglingDVs())] + list(dangling):
+        out.setdefault(delete_ref(d), d)
+    return out
+
+
 #: Iceberg's mark of a commit failure after which the commit is known not to have landed (CommitFailedException,
 #: ValidationException); CommitStateUnknownException and I/O errors are not.
 _CLEANABLE_FAILURE = "org.apache.iceberg.exceptions.CleanableFailure"
@@ -453,20 +463,13 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
     cleanup = J.DeferredCleanup(spark)
     rewrite = (cleanup.attach(table.newRewrite()).validateFromSnapshot(int(base_id)).dataSequenceNumber(base_seq)
                .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
-    removed: set[str] = set()
     for group in groups:
         for f in _iterate(group.rewrittenFiles()):
             rewrite = rewrite.deleteFile(f)
         for f in _iterate(group.addedFiles()):
             rewrite = rewrite.addFile(f)
-        for d in [*_iterate(group.danglingDVs())]:
-            if str(d.location()) not in removed:
-                removed.add(str(d.location()))
-                rewrite = rewrite.deleteFile(d)
-    for d in dangling:
-        if str(d.location()) not in removed:
-            removed.add(str(d.location()))
-            rewrite = rewrite.deleteFile(d)
+    for d in _removed_deletes(groups, dangling).values():
+        rewrite = rewrite.deleteFile(d)
     # The gate times the commit itself: a writer holding a lease goes first, and a commit is kept out of the
     # part of a DML cycle where the writer's own commit would be failed by it (compaction.core.yielding).
     with commit_window("file rewrite", table=table):
@@ -521,8 +524,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, dangling)
     rewritten = sum(int(g.rewrittenFiles().size()) for g in groups)
     added = sum(int(g.addedFiles().size()) for g in groups)
-    dvs = {str(d.location()) for g in groups for d in _iterate(g.danglingDVs())}
-    return rewritten, added, len(dvs | {str(d.location()) for d in dangling})
+    return rewritten, added, len(_removed_deletes(groups, dangling))
 
 
 def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id: str,

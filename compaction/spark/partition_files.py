@@ -269,9 +269,9 @@ class _PartitionScope:
 def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: Any, *,
                           covers_whole_table: bool, removed_data: frozenset[str] = frozenset()) -> list[Any]:
     """Live delete files in the partitions selected by ``expression`` that can no longer apply to any live data file,
-    by the spec's rules (Iceberg spec, "Scan Planning"), ignoring column statistics (so the answer errs on the side of keeping).
-    ``removed_data``: locations of data files counted as not live (a rewrite about to remove them; the files it adds
-    carry the starting data sequence number, so no delete of ``snapshot_id`` applies to them):
+    by the spec's rules (Iceberg spec, "Scan Planning"), ignoring column statistics (so the answer errs on the side
+    of keeping). ``removed_data``: locations of data files counted as not live (a rewrite about to remove them; the
+    files it adds carry the starting data sequence number, so no delete of ``snapshot_id`` applies to them):
 
     * a DV or position delete applies only to the data files it names, in its own spec and partition, with data
       seq <= its own; if none of them is live it is dangling forever (paths are never reused);
