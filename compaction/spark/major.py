@@ -12,6 +12,7 @@ Iceberg rules this module relies on (Iceberg spec, "Scan Planning"; docs/validat
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import sys
@@ -406,14 +407,35 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int) -> list
     plan = J.declared_field(action, "planner").plan()
     if int(plan.totalGroupCount()) == 0:
         return []
-    groups: list[Any] = []
-    try:
-        for group in _iterate(plan.groups()):
-            groups.append(J.call_declared(spark, action, "rewriteFiles", plan, group))
-    except Exception:
-        _delete_added_files(table, groups)
-        raise
-    return groups
+    planned = list(_iterate(plan.groups()))
+    # As the action: up to max-concurrent-file-group-rewrites groups at once (a group of partitions has one file
+    # group per partition; one at a time would leave a cluster idle between small groups).
+    workers = max(1, min(len(planned), int(J.declared_field(action, "maxConcurrentFileGroupRewrites"))))
+
+    def rewrite(group: Any) -> Any:
+        J.activate(spark)  # the JVM thread serving this Python thread has no active session of its own
+        return J.call_declared(spark, action, "rewriteFiles", plan, group)
+
+    if workers == 1:
+        groups: list[Any] = []
+        try:
+            for group in planned:
+                groups.append(rewrite(group))
+        except Exception:
+            _delete_added_files(table, groups)
+            raise
+        return groups
+    from pyspark import inheritable_thread_target
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rewrite-group") as pool:
+        futures = [pool.submit(inheritable_thread_target(rewrite), group) for group in planned]
+        concurrent.futures.wait(futures)
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    done = [f.result() for f in futures if f.exception() is None]
+    if failed:
+        _delete_added_files(table, done)
+        raise failed[0]  # type: ignore[misc]
+    return done
 
 
 def _delete_added_files(table: Any, groups: list[Any]) -> None:
