@@ -36,18 +36,12 @@ from compaction.spark.validation import classify_java_error
 HISTORY_SNAPSHOTS_MAX = 1000
 
 
-#: How long a job is expected to take from its start to its first commit before one in this process was measured.
-FIRST_COMMIT_S_DEFAULT = 10.0
-
-
 @dataclass
 class _Bound:
     gate: CommitGate | None
     table_ref: str
     policy: CompactionPolicy
     progress: Callable[[str], None] | None
-    #: When the job's work started (:func:`await_quiet_start`), until its first commit measures it.
-    work_started: float | None = None
 
 
 _BOUND: ContextVar[_Bound | None] = ContextVar("icecompact_commit_gate", default=None)
@@ -105,7 +99,6 @@ class _History:
 
 
 _HISTORIES: dict[str, _History] = {}
-_FIRST_COMMIT_S: dict[str, float] = {}
 
 
 def _history_of(table_ref: str) -> _History:
@@ -162,9 +155,6 @@ def commit_window(what: str, *, table: Any = None) -> Iterator[None]:
     if bound is None:
         yield
         return
-    if bound.work_started is not None:
-        _FIRST_COMMIT_S[bound.table_ref] = time.monotonic() - bound.work_started
-        bound.work_started = None
     if table is not None and bound.policy.yield_dml_history:
         _wait_for_dml_window(bound, table, what, 0.0)
     with contextlib.ExitStack() as stack:
@@ -172,16 +162,3 @@ def commit_window(what: str, *, table: Any = None) -> Iterator[None]:
             stack.enter_context(bound.gate.commit_window(bound.table_ref, bound.policy, what))
         yield
 
-
-def await_quiet_start(table: Any, what: str) -> None:
-    """Before a job reads the table it compacts: start it when its first commit (expected the time the last job of
-    this process took to reach its first commit) lands in the quiet part of the DML cycle. Waiting at the commit
-    alone would let the DML commit land between the job's reads and its commit: the writer's rows deleted from files
-    the job replaces fail the job's commit (the writer wins, the job's rewrite is lost). A wait here refreshes
-    ``table``: the job then reads the state after the DML."""
-    bound = _BOUND.get()
-    if bound is None:
-        return
-    if bound.policy.yield_dml_history:
-        _wait_for_dml_window(bound, table, what, _FIRST_COMMIT_S.get(bound.table_ref, FIRST_COMMIT_S_DEFAULT))
-    bound.work_started = time.monotonic()

@@ -32,7 +32,6 @@ from compaction.core.results import (
 from compaction.core.retry import FailureKind, RetryAction, retry_rule
 from compaction.core.stages import Stage, group_stages, is_selective
 from compaction.spark import jvm as J
-from compaction.spark.gate import await_quiet_start
 from compaction.spark.expressions import java_partition_expression
 from compaction.spark.group_reads import (
     GroupRows,
@@ -698,12 +697,6 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
     """Every task, stage by stage (:func:`compaction.core.stages.group_stages`): the MAJOR and selective rewrites
     together, the MINOR conversions together, then each partition not settled so far on its own (:func:`run_task`).
     ``checkpoint`` receives what is committed and validated so far whenever that grows."""
-    try:
-        table = J.load_table(spark, spark_identifier(plan))
-    except Exception:  # noqa: BLE001 - the stages load it again and report what fails
-        table = None
-    if table is not None:
-        await_quiet_start(table, f"compaction of {plan.table.dotted}")
     run = _GroupRun(spark, plan, tasks, level, max_retries, progress, group_commit, checkpoint,
                     group=_group_rows(spark, plan, tasks, level))
     try:
