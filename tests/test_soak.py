@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from icecompact_testing.soak import SoakConfig, evaluate, minor_trigger, run_soak, writer_summary
 
 
+@pytest.mark.timeout(1500)  # 130 s of soak plus setup and the final checks: 6-12 min beside the rest of the suite
 def test_short_soak_with_faults_loses_nothing_and_never_blocks_the_writer(spark, tmp_path: Path) -> None:
     config = SoakConfig(duration_s=130, size="xs", format_version=3, kill_job_at=0.1, kill_scheduler_at=0.45,
                         postgres_outage_at=0.7, postgres_outage_s=8, sample_interval_s=15, scan_every=2)
