@@ -416,15 +416,6 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int) -> list
         J.activate(spark)  # the JVM thread serving this Python thread has no active session of its own
         return J.call_declared(spark, action, "rewriteFiles", plan, group)
 
-    if workers == 1:
-        groups: list[Any] = []
-        try:
-            for group in planned:
-                groups.append(rewrite(group))
-        except Exception:
-            _delete_added_files(table, groups)
-            raise
-        return groups
     from pyspark import inheritable_thread_target
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rewrite-group") as pool:
@@ -472,7 +463,7 @@ _CLEANABLE_FAILURE = "org.apache.iceberg.exceptions.CleanableFailure"
 
 
 def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[Any], *, base_id: int,
-                    plan_id: str, tag: str) -> int:
+                    plan_id: str, tag: str, what: str = "file rewrite") -> int:
     """One RewriteFiles of ours for the rewritten groups and the delete files left dangling, validated from the
     rewrite's base and keeping its data sequence number (as Iceberg's RewriteDataFilesCommitManager commits a
     rewrite: ``validateFromSnapshot`` fails it when a delete was added since for a rewritten file; the new files
@@ -494,7 +485,7 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
         rewrite = rewrite.deleteFile(d)
     # The gate times the commit itself: a writer holding a lease goes first, and a commit is kept out of the
     # part of a DML cycle where the writer's own commit would be failed by it (compaction.core.yielding).
-    with commit_window("file rewrite", table=table):
+    with commit_window(what, table=table):
         try:
             rewrite.commit()
         except Exception as e:
@@ -505,7 +496,7 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
             raise
     commit_id = find_tagged_snapshot(table, int(base_id), tag)
     if commit_id is None:
-        raise CommitConflictError("rewrite committed but its snapshot was not found on main")
+        raise CommitConflictError(f"{what} committed but its snapshot was not found on main")
     cleanup.committed(table, commit_id)
     return commit_id
 
@@ -565,17 +556,8 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id:
     removable = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table)
     if not removable:
         return None, 0
-    cleanup = J.DeferredCleanup(spark)
-    rewrite = (cleanup.attach(table.newRewrite()).validateFromSnapshot(base_id)
-               .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
-    for d in removable:
-        rewrite = rewrite.deleteFile(d)
-    with commit_window("dangling-delete cleanup", table=table):
-        rewrite.commit()
-    commit_id = find_tagged_snapshot(table, base_id, tag)
-    if commit_id is None:
-        raise CommitConflictError("dangling-delete cleanup committed but its snapshot was not found on main")
-    cleanup.committed(table, commit_id)
+    commit_id = _commit_rewrite(spark, table, [], removable, base_id=base_id, plan_id=plan_id, tag=tag,
+                                what="dangling-delete cleanup")
     if committed is not None:
         committed.append(commit_id)
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, removable)
