@@ -132,3 +132,49 @@ def test_inspect_bad_input(sqlite_catalog: CatalogConfig) -> None:
     for bad in ("nodots", "db.t; DROP TABLE x", "db.`t`", "db.t--"):
         with pytest.raises(ConfigError):
             inspect_table(sqlite_catalog, bad)
+
+
+@pytest.mark.parametrize("shape,version", [("days", 2), ("evolved", 3), ("unpartitioned", 2)])
+def test_incremental_state_equals_a_full_build_at_every_snapshot(spark, sqlite_catalog: CatalogConfig, shape: str,
+                                                                  version: int) -> None:
+    """TableStateCache rebuilds only partitions whose manifests changed: at every snapshot of a history with
+    inserts, row-level deletes, a compaction, a manifest rewrite and an expiry, walked forwards and then backwards,
+    its state equals a full build, and a one-partition insert keeps every other partition's object."""
+    from compaction.metadata.inspect import TableStateCache, load_table, table_state
+
+    ref = _make_table(spark, sqlite_catalog, shape, version)
+    name = ref.split(".", 1)[1]
+    spark.sql(f"INSERT INTO {ref} VALUES (900, TIMESTAMP '2024-01-02 05:00:00', 'EU', 1)")
+    spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_position_delete_files(table => '{name}')")
+    spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_manifests(table => '{name}')")
+    spark.sql(f"DELETE FROM {ref} WHERE v = 3")
+    spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_data_files(table => '{name}', "
+              "options => map('min-input-files', '2'))")
+    spark.sql(f"INSERT INTO {ref} VALUES (901, TIMESTAMP '2024-01-03 06:00:00', 'US', 2)")
+
+    identity, table = load_table(sqlite_catalog, name)
+    history = [s.snapshot_id for s in table.metadata.snapshots]
+    assert len(history) >= 9
+    cache = TableStateCache()
+    for snapshot_id in history + history[::-1]:
+        assert table_state(table, identity, snapshot_id, state_cache=cache) == table_state(table, identity, snapshot_id)
+    assert cache.full_builds == 1
+
+    # One insert into one partition: the others are the very objects of the previous state.
+    before = table_state(table, identity, state_cache=cache)
+    spark.sql(f"INSERT INTO {ref} VALUES (902, TIMESTAMP '2024-01-01 01:00:00', 'EU', 3)")
+    table = load_table(sqlite_catalog, name)[1]
+    after = table_state(table, identity, state_cache=cache)
+    assert after == table_state(table, identity)
+    kept = [p for p in after.partitions if any(p is q for q in before.partitions)]
+    if shape == "unpartitioned":
+        assert kept == []
+    else:
+        assert len(kept) == len(after.partitions) - 1 and cache.rebuilt_partitions == 1
+
+    # Expiring snapshots changes the entries' times: a full build again, still equal.
+    spark.sql(f"CALL {sqlite_catalog.name}.system.expire_snapshots(table => '{name}', retain_last => 2, "
+              "older_than => TIMESTAMP '2999-01-01 00:00:00')")
+    table = load_table(sqlite_catalog, name)[1]
+    assert table_state(table, identity, state_cache=cache) == table_state(table, identity)
+    assert cache.full_builds == 2

@@ -22,7 +22,7 @@ import enum
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from compaction.core.errors import CompactionError, PlanningError
 from compaction.core.model import PartitionFieldValue, PartitionKey, TableIdentity
@@ -399,7 +399,7 @@ class CompactionPlan:
                     yield g.group_id, p
 
     # Serialisation --------------------------------------------------------------------------------------------
-    def _content_dict(self) -> dict[str, object]:
+    def _content_dict(self, decisions: bool = True) -> dict[str, object]:
         return {
             "plan_format_version": self.plan_format_version,
             "created_at": self.created_at.isoformat(),
@@ -415,18 +415,31 @@ class CompactionPlan:
             "policy": self.policy.to_dict(),
             "partition_filter": None if self.partition_filter is None else self.partition_filter.to_dict(),
             "custom_partition_filter": self.custom_partition_filter,
-            "decisions": [d.to_dict() for d in self.decisions],
+            "decisions": [d.to_dict() for d in self.decisions] if decisions else _DECISIONS_PLACEHOLDER,
             "groups": [g.to_dict() for g in self.groups],
             "deferred": [d.to_dict() for d in self.deferred],
         }
 
-    def content_id(self) -> str:
-        """Deterministic id: first 20 hex digits of the SHA-256 of the canonical JSON of the plan content."""
-        canonical = _dumps(self._content_dict(), indent=None)
+    def content_id(self, decision_text: Callable[[PartitionDecision], str] | None = None) -> str:
+        """Deterministic id: first 20 hex digits of the SHA-256 of the canonical JSON of the plan content.
+
+        ``decision_text``: the canonical JSON of one decision (default :func:`decision_json`; a caller that kept
+        the JSON of unchanged decisions passes a memo of it). The text hashed is the same either way: the
+        canonical JSON of the content, its ``decisions`` list written from the decisions' JSON."""
+        content = self._content_dict(decisions=False)
+        decisions = self.decisions
+        to_json = decision_text or decision_json
+        # json.dumps of a dict with indent=None: '{' + ', '.join('"key": value') + '}', and of a list likewise.
+        items = []
+        for key, value in content.items():
+            text = ("[" + ", ".join(map(to_json, decisions)) + "]" if value is _DECISIONS_PLACEHOLDER
+                    else _dumps(value, indent=None))
+            items.append(f"{_dumps(key, indent=None)}: {text}")
+        canonical = "{" + ", ".join(items) + "}"
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:20]
 
-    def with_content_id(self) -> CompactionPlan:
-        return replace(self, plan_id=self.content_id())
+    def with_content_id(self, decision_text: Callable[[PartitionDecision], str] | None = None) -> CompactionPlan:
+        return replace(self, plan_id=self.content_id(decision_text))
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"plan_format_version": self.plan_format_version, "plan_id": self.plan_id}
@@ -508,6 +521,14 @@ class CompactionPlan:
 
 def _reject_constant(name: str) -> object:
     raise ValueError(f"non-finite number {name} in JSON")
+
+
+_DECISIONS_PLACEHOLDER = object()
+
+
+def decision_json(decision: PartitionDecision) -> str:
+    """The canonical JSON of one decision, as it appears in the plan's canonical JSON."""
+    return _dumps(decision.to_dict(), indent=None)
 
 
 def _dumps(data: object, indent: int | None) -> str:

@@ -74,6 +74,7 @@ from compaction.core.plan import (
     DeferredPartition,
     JobGroup,
     PartitionDecision,
+    decision_json,
 )
 from compaction.core.policy import ENABLED, CompactionPolicy
 
@@ -89,6 +90,7 @@ __all__ = [
     "CROSS_PARTITION_POSITION_DELETE",
     "cross_partition_position_deletes",
     "partition_order_key",
+    "PlanCache",
 ]
 
 SUPPORTED_FORMAT_VERSIONS = (2, 3)
@@ -662,6 +664,55 @@ def _validate_state(table: TableState, order_keys: Sequence[tuple[object, ...]] 
             delete_refs[ref] = p.key
 
 
+@dataclass(slots=True)
+class _CachedPartition:
+    state: PartitionState
+    analysis: _Analysis
+    decision: PartitionDecision | None  # None when it depended on more than the state (a hold, the MINOR interval)
+    candidate: Candidate | None
+    decision_json: str | None = None
+
+
+class PlanCache:
+    """What :func:`plan` worked out per partition, for the next plan of the same table: a partition whose
+    :class:`PartitionState` is the very object planned last time (an incremental table state keeps the objects of
+    partitions no commit touched, :class:`compaction.metadata.inspect.TableStateCache`) keeps its analysis, decision,
+    candidate and serialized decision, so a re-plan after a commit costs what the commit changed.
+
+    Reused only under the same policy, mode and format version, and when the table has no global equality deletes
+    (they make every partition's figures depend on every other partition's files). Decisions that depend on more
+    than the state (held partitions, the MINOR interval's clock) are decided again. Memory only; not thread-safe;
+    one table per cache."""
+
+    def __init__(self) -> None:
+        self._context: tuple[object, ...] | None = None
+        self._entries: dict[int, _CachedPartition] = {}
+        self._by_decision: dict[int, _CachedPartition] = {}
+        self.reused = 0  # partitions whose analysis the last plan reused
+
+    def _begin(self, context: tuple[object, ...], usable: bool) -> dict[int, _CachedPartition]:
+        previous = self._entries if usable and context == self._context else {}
+        self._context = context if usable else None
+        self._entries = {}
+        self._by_decision = {}
+        self.reused = 0
+        return previous
+
+    def _keep(self, entry: _CachedPartition) -> None:
+        self._entries[id(entry.state)] = entry
+        if entry.decision is not None:
+            self._by_decision[id(entry.decision)] = entry
+
+    def decision_text(self, decision: PartitionDecision) -> str:
+        """The canonical JSON of ``decision`` (:func:`compaction.core.plan.decision_json`), kept for reused ones."""
+        entry = self._by_decision.get(id(decision))
+        if entry is None or entry.decision is not decision:
+            return decision_json(decision)
+        if entry.decision_json is None:
+            entry.decision_json = decision_json(decision)
+        return entry.decision_json
+
+
 def plan(
     table_state: TableState,
     policy: CompactionPolicy | None,
@@ -671,6 +722,7 @@ def plan(
     *,
     plan_id: str | None = None,
     last_minor_at: Mapping[PartitionKey, _dt.datetime] | None = None,
+    cache: PlanCache | None = None,
 ) -> CompactionPlan:
     """Plan a compaction run of one table.
 
@@ -678,6 +730,8 @@ def plan(
     (``None`` resolves it from the table properties alone). ``now`` is recorded as ``created_at``. Partitions
     rejected by ``partition_filter`` get no decision. ``plan_id`` defaults to the content hash. ``last_minor_at``:
     when each partition's last successful MINOR finished (from the ledger), for ``compaction.minor.interval``.
+    ``cache``: reuse what the previous plan of the same table worked out for unchanged partitions (:class:`PlanCache`;
+    the plan is the same as without it).
 
     Raises :class:`UnsupportedTableError` for format v1 (or unknown versions), :class:`ConfigError` for a bad
     mode, :class:`PlanningError` for an inconsistent state (duplicate partitions or files).
@@ -692,7 +746,7 @@ def plan(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _plan(table_state, policy, mode, now, partition_filter, plan_id, last_minor_at or {})
+        return _plan(table_state, policy, mode, now, partition_filter, plan_id, last_minor_at or {}, cache)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -706,40 +760,62 @@ def _plan(
     partition_filter: Callable[[PartitionKey], bool] | None,
     plan_id: str | None,
     last_minor_at: Mapping[PartitionKey, _dt.datetime],
+    cache: PlanCache | None = None,
 ) -> CompactionPlan:
-    keyed = [(partition_order_key(p.key), p) for p in table_state.partitions]
-    _validate_state(table_state, [k for k, _ in keyed])
     # Built from every partition, before the filter: global equality deletes apply to filtered-out partitions too.
     global_deletes = GlobalDeleteIndex.of(table_state.partitions)
+    reusable: dict[int, _CachedPartition] = {}
+    if cache is not None:
+        reusable = cache._begin((policy, mode, table_state.format_version),
+                                usable=policy.enabled and not global_deletes)
+    keyed: list[tuple[tuple[object, ...], PartitionState, _CachedPartition | None]] = []
+    for p in table_state.partitions:
+        hit = reusable.get(id(p)) if reusable else None
+        if hit is not None and hit.state is p:
+            keyed.append((hit.analysis.order_key, p, hit))
+        else:
+            keyed.append((partition_order_key(p.key), p, None))
+    _validate_state(table_state, [k for k, _, _ in keyed])
     held = cross_partition_position_deletes(table_state.partitions)
 
     keyed.sort(key=operator.itemgetter(0))  # stable: as sorted(partitions, key=partition_order_key)
     if partition_filter is not None:
-        keyed = [(k, p) for k, p in keyed if partition_filter(p.key)]
+        keyed = [(k, p, h) for k, p, h in keyed if partition_filter(p.key)]
 
     decisions: list[PartitionDecision] = []
     cands: list[Candidate] = []
     if not policy.enabled:
         table_says_off = str(table_state.properties.get(ENABLED, "")).strip().lower() == "false"
         reason = DISABLED_BY_TABLE_PROPERTY if table_says_off else DISABLED_BY_RUN_PARAMETER
-        for order_key, p in keyed:
+        for order_key, p, _ in keyed:
             a = _analyze(p, policy, order_key, global_deletes)
             decisions.append(PartitionDecision(p.key, CompactionKind.NONE, reason, _metrics(a, CompactionKind.NONE)))
     else:
-        for order_key, p in keyed:
-            a = _analyze(p, policy, order_key, global_deletes)
-            if p.key in held:
-                decisions.append(PartitionDecision(p.key, CompactionKind.NONE, held[p.key],
-                                                   _metrics(a, CompactionKind.NONE)))
-                continue
+        for order_key, p, hit in keyed:
+            a = hit.analysis if hit is not None else _analyze(p, policy, order_key, global_deletes)
             since = None
             if policy.minor_interval_seconds > 0 and p.key in last_minor_at:
                 since = (now - last_minor_at[p.key]).total_seconds()
-            kind, reason, full = _decide(a, policy, mode, since)
-            d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full))
+            d: PartitionDecision
+            cand: Candidate | None = None
+            if p.key in held:
+                d = PartitionDecision(p.key, CompactionKind.NONE, held[p.key], _metrics(a, CompactionKind.NONE))
+            elif hit is not None and hit.decision is not None and since is None:
+                d, cand = hit.decision, hit.candidate
+            else:
+                kind, reason, full = _decide(a, policy, mode, since)
+                d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full))
+                if kind is not CompactionKind.NONE:
+                    cand = _candidate(a, d)
             decisions.append(d)
-            if kind is not CompactionKind.NONE:
-                cands.append(_candidate(a, d))
+            if cand is not None:
+                cands.append(cand)
+            if cache is not None:
+                if hit is not None:
+                    cache.reused += 1
+                state_only = since is None and p.key not in held
+                cache._keep(_CachedPartition(p, a, d if state_only else None, cand if state_only else None,
+                                             hit.decision_json if hit is not None and hit.decision is d else None))
     tasks = plan_candidates(cands, policy)
 
     is_filter = isinstance(partition_filter, PartitionFilter)
@@ -758,4 +834,6 @@ def _plan(
         partition_filter=partition_filter if isinstance(partition_filter, PartitionFilter) else None,
         custom_partition_filter=partition_filter is not None and not is_filter,
     )
-    return result if plan_id else result.with_content_id()
+    if plan_id:
+        return result
+    return result.with_content_id(None if cache is None else cache.decision_text)

@@ -23,7 +23,7 @@ from compaction.core.model import (
     TableIdentity,
     TableState,
 )
-from compaction.metadata.manifests import BOUNDS_DELETES, ManifestCache, live_rows
+from compaction.metadata.manifests import BOUNDS_DELETES, ManifestCache, live_rows, rows_of
 from compaction.metadata.storage_retry import with_storage_retries
 
 if TYPE_CHECKING:
@@ -78,17 +78,23 @@ def load_table(catalog: CatalogConfig, table_name: str) -> tuple[TableIdentity, 
 
 
 def table_state(table: Table, identity: TableIdentity, snapshot_id: int | None = None, *,
-                manifest_cache: ManifestCache | None = None,
+                manifest_cache: ManifestCache | None = None, state_cache: TableStateCache | None = None,
                 progress: Callable[[str], None] | None = None) -> TableState:
     """Build the planner's view of ``table`` at ``snapshot_id`` (default: current); transient errors of the object
     store are retried (:func:`compaction.metadata.storage_retry.with_storage_retries`: metadata files never change, so the
-    reads can always be repeated)."""
-    return with_storage_retries(lambda: _table_state(table, identity, snapshot_id, manifest_cache=manifest_cache),
+    reads can always be repeated).
+
+    ``manifest_cache``: manifests read by an earlier call are not decoded again. ``state_cache``: the state of the
+    previous call for the same table (see :class:`TableStateCache`); only the partitions whose manifests changed are
+    rebuilt, the others are the previous state's :class:`PartitionState` objects (which lets
+    :class:`compaction.core.planner.PlanCache` reuse their decisions)."""
+    return with_storage_retries(lambda: _table_state(table, identity, snapshot_id, manifest_cache=manifest_cache,
+                                                     state_cache=state_cache),
                                 what=f"inspect {identity.dotted}", progress=progress)
 
 
 def _table_state(table: Table, identity: TableIdentity, snapshot_id: int | None, *,
-                 manifest_cache: ManifestCache | None) -> TableState:
+                 manifest_cache: ManifestCache | None, state_cache: TableStateCache | None = None) -> TableState:
     """The planner's view of ``table`` at ``snapshot_id``.
 
     Reads the live manifest entries as plain tuples (:func:`compaction.metadata.manifests.live_rows`; column statistics of
@@ -122,73 +128,16 @@ def _table_state(table: Table, identity: TableIdentity, snapshot_id: int | None,
         spec_fields[spec.spec_id] = fields
     snapshot_times = {s.snapshot_id: s.timestamp_ms for s in metadata.snapshots}
 
-    # One accumulator per distinct PartitionKey: [key, data files, delete files, last update ms, its snapshot id].
-    # Entries are looked up by their raw (spec id, partition tuple); a PartitionKey is made once per raw tuple.
-    by_key: dict[PartitionKey, list[Any]] = {}
-    raw_accs: dict[tuple[int, tuple[Any, ...]], list[Any]] = {}
     gc_was_enabled = gc.isenabled()
     gc.disable()  # ~10^5 small immutable objects are created and all stay alive: cyclic GC passes are pure cost
     try:
-        for spec_id, rows in live_rows(table, snapshot, bounds=BOUNDS_DELETES, cache=manifest_cache):
-            names = spec_fields.get(spec_id, [])
-            accs: dict[tuple[Any, ...], list[Any]] = {}
-            for (content, path, file_format, partition, records, size, seq, fseq, entry_snapshot, equality_ids,
-                 referenced, offset, content_size, lower, upper) in rows:
-                acc = accs.get(partition)
-                if acc is None:
-                    acc = raw_accs.get((spec_id, partition))
-                    if acc is None:
-                        key = PartitionKey(
-                            spec_id,
-                            tuple(
-                                PartitionFieldValue(name, transform, source, to_internal(value))
-                                for (name, transform, source), value in zip(names, partition)
-                            ),
-                        )
-                        acc = by_key.get(key)
-                        if acc is None:
-                            acc = by_key[key] = [key, [], [], None, None]
-                        raw_accs[(spec_id, partition)] = acc
-                    accs[partition] = acc
-                if entry_snapshot is not None:
-                    ts = snapshot_times.get(entry_snapshot, 0)
-                    if acc[3] is None or ts > acc[3]:
-                        acc[3] = ts
-                        acc[4] = entry_snapshot
-                if content == 0:
-                    acc[1].append(DataFileInfo(path, size, records, seq, fseq))
-                    continue
-                if content == 2:
-                    kind = DeleteContent.EQUALITY
-                elif content == 1 and file_format == "PUFFIN":
-                    kind = DeleteContent.DELETION_VECTOR
-                else:
-                    kind = DeleteContent.POSITION
-                acc[2].append(
-                    DeleteFileInfo(
-                        path=path,
-                        content=kind,
-                        size_bytes=size,
-                        record_count=records,
-                        data_sequence_number=seq,
-                        file_sequence_number=fseq,
-                        referenced_data_file=referenced or _single_referenced_file(lower, upper),
-                        equality_ids=tuple(equality_ids or ()),
-                        content_offset=offset,
-                        content_size_bytes=content_size,
-                    )
-                )
-
-        partitions = tuple(
-            PartitionState(
-                key=key,
-                data_files=tuple(sorted(data, key=_PATH)) if len(data) > 1 else tuple(data),
-                delete_files=tuple(sorted(deletes, key=_delete_order)) if len(deletes) > 1 else tuple(deletes),
-                last_updated_ms=last_ms,
-                last_updated_snapshot_id=last_snapshot,
-            )
-            for key, data, deletes, last_ms, last_snapshot in sorted(by_key.values(), key=_partition_order)
-        )
+        if state_cache is not None:
+            partitions = state_cache.partitions(table, snapshot, spec_fields, snapshot_times, manifest_cache)
+        else:
+            builder = _Builder(spec_fields, snapshot_times)
+            for spec_id, rows in live_rows(table, snapshot, bounds=BOUNDS_DELETES, cache=manifest_cache):
+                builder.add(spec_id, rows)
+            partitions = builder.partitions()
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -200,13 +149,234 @@ def _table_state(table: Table, identity: TableIdentity, snapshot_id: int | None,
     )
 
 
+RawPartition = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple as read from the manifest)
+
+
+class _Builder:
+    """Partitions from manifest rows: one accumulator per distinct PartitionKey, ``[key, data files, delete files,
+    last update ms, its snapshot id]``. Entries are looked up by their raw (spec id, partition tuple); a PartitionKey
+    is made once per raw tuple (several raw tuples may give one key). Rows must be added in manifest-list order and
+    file order (the partition's last update is the first entry with the latest snapshot time)."""
+
+    def __init__(self, spec_fields: dict[int, list[tuple[str, str, str]]], snapshot_times: dict[int, int],
+                 keys: dict[RawPartition, PartitionKey] | None = None) -> None:
+        self.spec_fields = spec_fields
+        self.snapshot_times = snapshot_times
+        self.keys = keys if keys is not None else {}
+        self.by_key: dict[PartitionKey, list[Any]] = {}
+        self.raw_accs: dict[RawPartition, list[Any]] = {}
+
+    def key(self, spec_id: int, partition: tuple[Any, ...]) -> PartitionKey:
+        key = self.keys.get((spec_id, partition))
+        if key is None:
+            key = self.keys[(spec_id, partition)] = PartitionKey(
+                spec_id,
+                tuple(
+                    PartitionFieldValue(name, transform, source, to_internal(value))
+                    for (name, transform, source), value in zip(self.spec_fields.get(spec_id, []), partition)
+                ),
+            )
+        return key
+
+    def add(self, spec_id: int, rows: list[Any], only: set[tuple[Any, ...]] | None = None) -> dict[tuple[Any, ...], Any]:
+        """Add one manifest's rows (``only``: of these raw partitions alone); returns the raw partitions seen."""
+        snapshot_times = self.snapshot_times
+        by_key, raw_accs = self.by_key, self.raw_accs
+        accs: dict[tuple[Any, ...], list[Any]] = {}
+        for (content, path, file_format, partition, records, size, seq, fseq, entry_snapshot, equality_ids,
+             referenced, offset, content_size, lower, upper) in rows:
+            acc = accs.get(partition)
+            if acc is None:
+                if only is not None and partition not in only:
+                    continue
+                acc = raw_accs.get((spec_id, partition))
+                if acc is None:
+                    key = self.key(spec_id, partition)
+                    acc = by_key.get(key)
+                    if acc is None:
+                        acc = by_key[key] = [key, [], [], None, None]
+                    raw_accs[(spec_id, partition)] = acc
+                accs[partition] = acc
+            if entry_snapshot is not None:
+                ts = snapshot_times.get(entry_snapshot, 0)
+                if acc[3] is None or ts > acc[3]:
+                    acc[3] = ts
+                    acc[4] = entry_snapshot
+            if content == 0:
+                acc[1].append(DataFileInfo(path, size, records, seq, fseq))
+                continue
+            if content == 2:
+                kind = DeleteContent.EQUALITY
+            elif content == 1 and file_format == "PUFFIN":
+                kind = DeleteContent.DELETION_VECTOR
+            else:
+                kind = DeleteContent.POSITION
+            acc[2].append(
+                DeleteFileInfo(
+                    path=path,
+                    content=kind,
+                    size_bytes=size,
+                    record_count=records,
+                    data_sequence_number=seq,
+                    file_sequence_number=fseq,
+                    referenced_data_file=referenced or _single_referenced_file(lower, upper),
+                    equality_ids=tuple(equality_ids or ()),
+                    content_offset=offset,
+                    content_size_bytes=content_size,
+                )
+            )
+        return accs
+
+    def states(self) -> list[PartitionState]:
+        """The partitions built, in no particular order."""
+        return [
+            PartitionState(
+                key=key,
+                data_files=tuple(sorted(data, key=_PATH)) if len(data) > 1 else tuple(data),
+                delete_files=tuple(sorted(deletes, key=_delete_order)) if len(deletes) > 1 else tuple(deletes),
+                last_updated_ms=last_ms,
+                last_updated_snapshot_id=last_snapshot,
+            )
+            for key, data, deletes, last_ms, last_snapshot in self.by_key.values()
+        ]
+
+    def partitions(self) -> tuple[PartitionState, ...]:
+        return tuple(sorted(self.states(), key=_state_order))
+
+
+class TableStateCache:
+    """The previous :func:`table_state` of one table, to rebuild only what a later snapshot changed.
+
+    Manifests are immutable and a snapshot lists every live one (Iceberg spec, "Manifest Lists"), so between two
+    snapshots the partitions whose live files can differ are exactly those with an entry in a manifest one list has
+    and the other has not. Those partitions are rebuilt from every manifest of the new list that holds them (in list
+    order, as a full build reads them); a rebuilt partition equal to its previous state keeps the previous object.
+    Everything else is the previous state's objects. A full build is done instead when the table, its schema's
+    column names, its partition specs, or its snapshots (one expired: entry times come from the snapshot list)
+    changed. Not thread-safe; one table per cache.
+    """
+
+    def __init__(self) -> None:
+        self.full_builds = 0
+        self.rebuilt_partitions = 0  # partitions rebuilt by the last build that was not a full one
+        self._reset()
+
+    def _reset(self) -> None:
+        self._context: tuple[Any, ...] | None = None
+        self._manifests: dict[str, tuple[int, frozenset[tuple[Any, ...]]]] = {}  # path -> (spec id, raw partitions)
+        self._holders: dict[RawPartition, set[str]] = {}  # raw partition -> manifest paths holding it
+        self._keys: dict[RawPartition, PartitionKey] = {}
+        self._raws: dict[PartitionKey, set[RawPartition]] = {}
+        self._states: dict[PartitionKey, PartitionState] = {}
+        self._ordered: tuple[PartitionState, ...] = ()
+        self._snapshot_ids: frozenset[int] = frozenset()
+
+    def partitions(self, table: Table, snapshot: Any, spec_fields: dict[int, list[tuple[str, str, str]]],
+                   snapshot_times: dict[int, int], manifest_cache: ManifestCache | None) -> tuple[PartitionState, ...]:
+        context = (getattr(table.metadata, "table_uuid", None), repr(sorted(spec_fields.items())))
+        snapshot_ids = frozenset(snapshot_times)
+        listed = [(m.manifest_path, m) for m in snapshot.manifests(table.io)]
+        positions = {path: i for i, (path, _) in enumerate(listed)}
+        if len(positions) != len(listed):  # a manifest listed twice: not a valid manifest list, never cached
+            self._context = None
+            builder = _Builder(spec_fields, snapshot_times)
+            for _, manifest in listed:
+                builder.add(manifest.partition_spec_id,
+                            rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache))
+            return builder.partitions()
+        if context != self._context or not self._snapshot_ids <= snapshot_ids:
+            return self._full(table, listed, spec_fields, snapshot_times, manifest_cache, context, snapshot_ids)
+
+        removed = [p for p in self._manifests if p not in positions]
+        added = [(p, m) for p, m in listed if p not in self._manifests]
+        touched: set[PartitionKey] = set()
+        for path in removed:
+            spec_id, raws = self._manifests.pop(path)
+            for raw in raws:
+                holders = self._holders[(spec_id, raw)]
+                holders.discard(path)
+                touched.add(self._keys[(spec_id, raw)])
+        builder = _Builder(spec_fields, snapshot_times, self._keys)
+        rows_by_path: dict[str, list[Any]] = {}
+        for path, manifest in added:
+            rows = rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache)
+            rows_by_path[path] = rows
+            spec_id = manifest.partition_spec_id
+            raws = frozenset(row[3] for row in rows)
+            self._manifests[path] = (spec_id, raws)
+            for raw in raws:
+                self._holders.setdefault((spec_id, raw), set()).add(path)
+                key = builder.key(spec_id, raw)
+                self._raws.setdefault(key, set()).add((spec_id, raw))
+                touched.add(key)
+        self._snapshot_ids = snapshot_ids
+        if not touched:
+            return self._ordered
+
+        # Which raw partitions to read from which manifest, read in list order.
+        wanted: dict[str, set[tuple[Any, ...]]] = {}
+        for key in touched:
+            for spec_id, raw in self._raws.get(key, ()):
+                for path in self._holders.get((spec_id, raw), ()):
+                    wanted.setdefault(path, set()).add(raw)
+        by_path = dict(listed)
+        for path in sorted(wanted, key=positions.__getitem__):
+            rows = rows_by_path.get(path)
+            if rows is None:
+                rows = rows_of(table, by_path[path], bounds=BOUNDS_DELETES, cache=manifest_cache)
+            builder.add(self._manifests[path][0], rows, wanted[path])
+        rebuilt = {s.key: s for s in builder.states()}
+        keys_changed = False
+        for key in touched:
+            new = rebuilt.get(key)
+            old = self._states.get(key)
+            if new is None:
+                if old is not None:
+                    del self._states[key]
+                    keys_changed = True
+                for raw in self._raws.pop(key, ()):
+                    if not self._holders.get(raw):
+                        self._holders.pop(raw, None)
+                continue
+            if old is None:
+                keys_changed = True
+                self._states[key] = new
+            elif old != new:
+                self._states[key] = new
+        self.rebuilt_partitions = len(touched)
+        if keys_changed:
+            self._ordered = tuple(sorted(self._states.values(), key=_state_order))
+        else:
+            self._ordered = tuple(self._states[s.key] for s in self._ordered)
+        return self._ordered
+
+    def _full(self, table: Table, listed: list[tuple[str, Any]], spec_fields: dict[int, list[tuple[str, str, str]]],
+              snapshot_times: dict[int, int], manifest_cache: ManifestCache | None, context: tuple[Any, ...],
+              snapshot_ids: frozenset[int]) -> tuple[PartitionState, ...]:
+        self._reset()
+        self.full_builds += 1
+        builder = _Builder(spec_fields, snapshot_times, self._keys)
+        for path, manifest in listed:
+            rows = rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache)
+            spec_id = manifest.partition_spec_id
+            raws = frozenset(builder.add(spec_id, rows))
+            self._manifests[path] = (spec_id, raws)
+            for raw in raws:
+                self._holders.setdefault((spec_id, raw), set()).add(path)
+                self._raws.setdefault(self._keys[(spec_id, raw)], set()).add((spec_id, raw))
+        self._ordered = builder.partitions()
+        self._states = {s.key: s for s in self._ordered}
+        self._context = context
+        self._snapshot_ids = snapshot_ids
+        return self._ordered
+
+
 def _delete_order(f: DeleteFileInfo) -> tuple[str, int]:
     return (f.path, f.content_offset or 0)
 
 
-def _partition_order(acc: list[Any]) -> tuple[object, ...]:
-    key: PartitionKey = acc[0]
-    return key.sort_key()
+def _state_order(state: PartitionState) -> tuple[object, ...]:
+    return state.key.sort_key()
 
 
 def _single_referenced_file(lower: dict[int, bytes] | None, upper: dict[int, bytes] | None) -> str | None:

@@ -162,29 +162,32 @@ def live_rows(table: Table, snapshot: Snapshot | None = None, *, bounds: str = B
     manifest hold a delete file, which the spec does not allow). ``cache``: rows of manifests read before (the
     rows are shared: callers must not modify them).
     """
-    from pyiceberg.manifest import ManifestContent
-
     if bounds not in (BOUNDS_NONE, BOUNDS_ALL, BOUNDS_DELETES):
         raise ValueError(f"bounds must be one of {BOUNDS_NONE!r}, {BOUNDS_ALL!r}, {BOUNDS_DELETES!r}, got {bounds!r}")
     snapshot = snapshot if snapshot is not None else table.current_snapshot()
     if snapshot is None:
         return
-    io = table.io
-    for manifest in snapshot.manifests(io):
-        cached = None if cache is None else cache.get(manifest.manifest_path, bounds)
-        if cached is not None:
-            yield manifest.partition_spec_id, cached
-            continue
-        input_file = io.new_input(manifest.manifest_path)
-        if bounds == BOUNDS_DELETES and manifest.content == ManifestContent.DATA:
-            rows, has_deletes = _read_manifest(input_file, manifest, with_bounds=False)
-            if has_deletes:  # pragma: no cover - not a valid table (spec: data manifests hold data files only)
-                rows, _ = _read_manifest(input_file, manifest, with_bounds=True)
-        else:
-            rows, _ = _read_manifest(input_file, manifest, with_bounds=bounds != BOUNDS_NONE)
-        if cache is not None:
-            cache.put(manifest.manifest_path, bounds, rows)
-        yield manifest.partition_spec_id, rows
+    for manifest in snapshot.manifests(table.io):
+        yield manifest.partition_spec_id, rows_of(table, manifest, bounds=bounds, cache=cache)
+
+
+def rows_of(table: Table, manifest: Any, *, bounds: str = BOUNDS_NONE, cache: ManifestCache | None = None) -> list[Row]:
+    """The live rows of one manifest (a ``ManifestFile`` of ``table``'s manifest lists), as :func:`live_rows`."""
+    from pyiceberg.manifest import ManifestContent
+
+    cached = None if cache is None else cache.get(manifest.manifest_path, bounds)
+    if cached is not None:
+        return cached
+    input_file = table.io.new_input(manifest.manifest_path)
+    if bounds == BOUNDS_DELETES and manifest.content == ManifestContent.DATA:
+        rows, has_deletes = _read_manifest(input_file, manifest, with_bounds=False)
+        if has_deletes:  # pragma: no cover - not a valid table (spec: data manifests hold data files only)
+            rows, _ = _read_manifest(input_file, manifest, with_bounds=True)
+    else:
+        rows, _ = _read_manifest(input_file, manifest, with_bounds=bounds != BOUNDS_NONE)
+    if cache is not None:
+        cache.put(manifest.manifest_path, bounds, rows)
+    return rows
 
 
 def _read_manifest(input_file: Any, manifest: Any, *, with_bounds: bool) -> tuple[list[Row], bool]:

@@ -30,7 +30,8 @@ from compaction.core.results import (
 )
 from compaction.core.run_options import MAX_PARALLEL_JOBS_DEFAULT, MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT
 from compaction.ops.executor import ensure_executor, group_results, wait_for_work
-from compaction.metadata.inspect import inspect_table, load_table, table_state
+from compaction.metadata.inspect import TableStateCache, load_table, table_state
+from compaction.metadata.manifests import ManifestCache
 from compaction.ledger import LEDGER_URL_ENV, Ledger, OutcomeStatus, PartitionOutcome, RunStatus, RunTrigger
 from compaction.spark.session import SparkSettings
 from compaction.spark.contract import progress_path
@@ -129,7 +130,9 @@ def run_table(
                                          spark_settings=spark_settings, progress=progress, now=now,
                                          timeout_s=timeout_s):
                 identity, table = load_table(catalog, table_name)  # a commit of ours was undone: plan what is
-        state = table_state(table, identity, progress=progress)
+        # Kept for the inspection after the run: it re-reads only what the run's commits changed.
+        manifests, states = ManifestCache(), TableStateCache()
+        state = table_state(table, identity, progress=progress, manifest_cache=manifests, state_cache=states)
         policy = CompactionPolicy.resolve(state.properties, overrides)
         compaction_plan = make_plan(state, policy, mode, now, partition_filter=partition_filter,
                                     last_minor_at=last_minor_times(ledger, state, policy))
@@ -146,7 +149,8 @@ def run_table(
         report = _execute(catalog, compaction_plan, report, ledger, validation=validation, max_retries=max_retries,
                           max_parallel_jobs=max_parallel_jobs, spark_settings=spark_settings or SparkSettings.from_environment(),
                           progress=progress, timeout_s=timeout_s, executor=executor)
-        report.after = inspect_table(catalog, table_name)
+        identity, table = load_table(catalog, table_name)
+        report.after = table_state(table, identity, progress=progress, manifest_cache=manifests, state_cache=states)
         return report
     finally:
         if own_ledger:

@@ -48,6 +48,10 @@ class HealthWatcher:
         self.ledger = ledger
         self.progress = progress
         self.cache = ManifestCache()
+        # Per table: the last state and plan, so a re-evaluation after a commit rebuilds and re-decides only the
+        # partitions that commit touched.
+        self._states: dict[str, Any] = {}
+        self._plans: dict[str, Any] = {}
         self.watched: dict[str, WatchedTable] = {}
         self._loaded: Any = None
 
@@ -76,6 +80,8 @@ class HealthWatcher:
                 events.append(event)
         for gone in set(self.watched) - set(locations):
             del self.watched[gone]
+            self._states.pop(gone, None)
+            self._plans.pop(gone, None)
         return events
 
     def _in_flight(self, table_ref: str, last_fired: _dt.datetime | None, now: _dt.datetime) -> bool:
@@ -101,17 +107,20 @@ class HealthWatcher:
 
     def _evaluate(self, name: str, location: str | None, previous: WatchedTable | None,
                   now: _dt.datetime) -> dict[str, Any] | None:
+        from compaction.core.planner import PlanCache
         from compaction.core.planner import plan as make_plan
         from compaction.core.policy import CompactionPolicy
-        from compaction.metadata.inspect import load_table, table_state
+        from compaction.metadata.inspect import TableStateCache, load_table, table_state
         from compaction.ops.runner import last_minor_times
 
         started = time.monotonic()
         identity, table = load_table(self.catalog, name)
-        state = table_state(table, identity, manifest_cache=self.cache)
+        state = table_state(table, identity, manifest_cache=self.cache,
+                            state_cache=self._states.setdefault(name, TableStateCache()))
         policy = CompactionPolicy.resolve(state.properties, self.overrides)
         last_minor = last_minor_times(self.ledger, state, policy) if self.ledger is not None else None
-        plan = make_plan(state, policy, CompactionMode.AUTO, now, last_minor_at=last_minor)
+        plan = make_plan(state, policy, CompactionMode.AUTO, now, last_minor_at=last_minor,
+                         cache=self._plans.setdefault(name, PlanCache()))
         work = [d for d in plan.decisions if d.kind is not CompactionKind.NONE]
         last_fired = previous.last_fired_at if previous else None
         in_flight = bool(work) and self._in_flight(identity.dotted, last_fired, now)

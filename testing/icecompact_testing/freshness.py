@@ -35,10 +35,11 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
 def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: float | None = None,
               until: float | None = None) -> dict[str, Any]:
     from compaction.core.plan import CompactionKind, CompactionMode
+    from compaction.core.planner import PlanCache
     from compaction.core.planner import plan as make_plan
     from compaction.core.policy import CompactionPolicy
     from compaction.core.posthoc import PLAN_PROPERTY
-    from compaction.metadata.inspect import load_table, table_state
+    from compaction.metadata.inspect import TableStateCache, load_table, table_state
     from compaction.metadata.manifests import ManifestCache
 
     identity, table = load_table(catalog, table_name)
@@ -51,16 +52,17 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
     seq = {s.snapshot_id: int(s.sequence_number or 0) for s in chain}
     ts = {s.snapshot_id: s.timestamp_ms / 1000 for s in chain}
     cache = ManifestCache()
+    states, plans = TableStateCache(), PlanCache()
     open_crossings: dict[str, dict[str, Any]] = {}
     found: list[dict[str, Any]] = []
     previous_work: set[str] = set()
     for snap in chain:
         if since is not None and snap.timestamp_ms / 1000 < since - 60:
             continue  # before the window (a minute of lead to know what needed work at its start)
-        state = table_state(table, identity, snap.snapshot_id, manifest_cache=cache)
+        state = table_state(table, identity, snap.snapshot_id, manifest_cache=cache, state_cache=states)
         policy = CompactionPolicy.resolve(state.properties, {})
         now = _dt.datetime.fromtimestamp(snap.timestamp_ms / 1000, _dt.timezone.utc)
-        plan = make_plan(state, policy, CompactionMode.AUTO, now)
+        plan = make_plan(state, policy, CompactionMode.AUTO, now, plan_id="replay", cache=plans)  # no content id needed
         work = {d.partition.label(): d.kind.value for d in plan.decisions if d.kind is not CompactionKind.NONE}
         summary = snap.summary.additional_properties if snap.summary else {}
         ours = PLAN_PROPERTY in summary

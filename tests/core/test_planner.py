@@ -3,6 +3,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import hashlib
+import json
 import random
 
 import pytest
@@ -29,6 +31,7 @@ from compaction.core.planner import (
     PartitionDecision,
     evaluate_partition,
     plan,
+    PlanCache,
     plan_tasks,
 )
 from compaction.core.policy import CompactionPolicy
@@ -874,3 +877,90 @@ def test_clustering_strategy_major_rewrites_every_file_and_says_so() -> None:
     assert eq_only.kind is MINOR and eq_only.metrics["full_rewrite"] == 0
     tasks = plan(table(part(key(), files)), zorder, CompactionMode.AUTO, NOW).tasks  # pieces of one partition
     assert {p for t in tasks for p in t.data_files} == {f.path for f in files} and all(t.full_rewrite for t in tasks)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Re-planning with a PlanCache gives the plan planning from scratch gives
+
+
+def _canonical_id(p: CompactionPlan) -> str:
+    """The content id as defined: SHA-256 of the canonical JSON (json.dumps, indent None) of the whole content."""
+    text = json.dumps(p._content_dict(), indent=None, sort_keys=False, allow_nan=False, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+def _renamed(p: PartitionState, prefix: str) -> PartitionState:
+    """``p`` with every file path (and named data file) under ``prefix``: unique across the table."""
+    def rename(path: str | None) -> str | None:
+        return None if path is None else f"{prefix}/{path}"
+
+    return dataclasses.replace(
+        p,
+        data_files=tuple(dataclasses.replace(f, path=rename(f.path)) for f in p.data_files),
+        delete_files=tuple(dataclasses.replace(d, path=rename(d.path), referenced_data_file=rename(d.referenced_data_file))
+                           for d in p.delete_files))
+
+
+@st.composite
+def table_sequences(draw: st.DrawFn) -> list[TableState]:
+    """A table, then states after commits: each keeps some partition objects as they are (untouched by the commit),
+    rebuilds some as equal copies, replaces some with new content, drops or adds some."""
+    first = draw(tables())
+    states = [first]
+    for step in range(draw(st.integers(1, 3))):
+        parts: list[PartitionState] = []
+        for j, p in enumerate(states[-1].partitions):
+            what = draw(st.sampled_from(["keep", "keep", "copy", "new", "drop"]))
+            if what == "keep":
+                parts.append(p)
+            elif what == "copy":
+                parts.append(dataclasses.replace(p))
+            elif what == "new":
+                fresh = _renamed(draw(partition_states(8, first.format_version)), f"s{step}n{j}")
+                parts.append(dataclasses.replace(fresh, key=p.key))
+        if draw(st.booleans()):
+            extra = _renamed(draw(partition_states(20 + step, first.format_version)), f"s{step}x")
+            if extra.key not in {p.key for p in parts}:
+                parts.append(extra)
+        states.append(dataclasses.replace(states[-1], partitions=tuple(parts), snapshot_id=100 + step))
+    return states
+
+
+@settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))  # max_examples: the profile
+@given(seq=table_sequences(), pol=policies, mode=modes, interval=st.sampled_from([0, 60]),
+       change_policy=st.booleans())
+def test_property_plan_cache_gives_the_plan_from_scratch(seq: list[TableState], pol: CompactionPolicy, mode: str,
+                                                          interval: int, change_policy: bool) -> None:
+    pol = dataclasses.replace(pol, minor_interval_seconds=interval)
+    cache = PlanCache()
+    for i, t in enumerate(seq):
+        policy = dataclasses.replace(pol, major_small_file_count=pol.major_small_file_count + (i % 2)) \
+            if change_policy else pol
+        # Some partitions had a MINOR a while ago (the interval rule reads the clock, never the cache).
+        last_minor = {p.key: NOW - dt.timedelta(seconds=30 * (j % 4)) for j, p in enumerate(t.partitions) if j % 2}
+        cached = plan(t, policy, mode, NOW, last_minor_at=last_minor, cache=cache)
+        fresh = plan(t, policy, mode, NOW, last_minor_at=last_minor)
+        assert cached.to_json() == fresh.to_json()
+        assert cached == fresh
+        assert cached.plan_id == _canonical_id(fresh)
+    kept = [p for p in seq[-1].partitions if any(p is q for q in seq[-2].partitions)]
+    global_deletes = any(p.key.is_unpartitioned and p.equality_delete_files for t in seq[-2:] for p in t.partitions)
+    if len(seq) > 1 and not change_policy and kept and pol.enabled and not global_deletes:
+        assert cache.reused == len(kept)
+
+
+def test_plan_cache_reuses_unchanged_partitions_only() -> None:
+    a = part(key("EU"), [data("a1"), data("a2")], [eq("ea", records=3)])
+    b = part(key("US"), [data("b1", records=1)], [pos("pb", ref="b1")])
+    c = part(key("AP"), [data("c1", size=100), data("c2", size=100), data("c3", size=100)])
+    cache = PlanCache()
+    first = plan(table(a, b, c), POL, "auto", NOW, cache=cache)
+    assert cache.reused == 0
+    b2 = part(key("US"), [data("b1", records=1), data("b2")], [pos("pb", ref="b1")])
+    second = plan(table(a, b2, c), POL, "auto", NOW, cache=cache)
+    assert cache.reused == 2  # a and c: the same objects
+    assert second == plan(table(a, b2, c), POL, "auto", NOW)
+    assert first.decision_for(key("EU")) is second.decision_for(key("EU"))
+    # Another policy: nothing is reused.
+    plan(table(a, b2, c), dataclasses.replace(POL, major_small_file_count=9), "auto", NOW, cache=cache)
+    assert cache.reused == 0
