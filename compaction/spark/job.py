@@ -104,20 +104,58 @@ def _any_of(spark: Any, expressions: list[Any]) -> Any:
     return combined
 
 
+class _BaseScans:
+    """Partitions' files at ``base_id`` (:func:`scan_partition`), scanned in a background thread: a scan of a fixed
+    snapshot reads the same whenever it runs, so it overlaps the rewrite instead of preceding it. If the background
+    scan failed, :meth:`result` scans again in the caller's thread (a failure then is the caller's)."""
+
+    def __init__(self, spark: Any, table: Any, base_id: int, items: list[tuple[PartitionKey, Any]]) -> None:
+        self._scan = functools.partial(self._scan_all, spark, table, base_id, items)
+        self._thread: Any = None
+        self._outcome: dict[str, Any] = {}
+        if items:
+            import threading
+
+            from pyspark import inheritable_thread_target
+
+            def run() -> None:
+                try:
+                    self._outcome["files"] = self._scan()
+                except Exception as e:  # noqa: BLE001 - scanned again by result()
+                    self._outcome["error"] = e
+
+            self._thread = threading.Thread(target=inheritable_thread_target(run), name="base-scans", daemon=True)
+            self._thread.start()
+
+    @staticmethod
+    def _scan_all(spark: Any, table: Any, base_id: int, items: list[tuple[PartitionKey, Any]]) -> dict[PartitionKey, Any]:
+        J.activate(spark)  # the JVM thread serving a Python thread has no active session of its own
+        return {key: scan_partition(spark, table, expression, base_id, with_applied=False) for key, expression in items}
+
+    def result(self) -> dict[PartitionKey, Any]:
+        if self._thread is None:
+            return {}
+        self._thread.join()
+        if "files" not in self._outcome:
+            self._outcome["files"] = self._scan()
+        files: dict[PartitionKey, Any] = self._outcome["files"]
+        return files
+
+
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
                      progress: Callable[[str], None] | None, group: GroupRows | None,
                      selective: str | None = None) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
     """The group's MAJOR partitions in one Iceberg rewrite action over all of them, like the bare CALL: its file
-    groups are rewritten concurrently, it commits once (one snapshot for the job group, so a conflict in one
-    partition costs only this group's work), then one dangling-delete cleanup commit, then validation (c) of every
-    partition against these commits, exactly as after a per-partition MAJOR.
+    groups are rewritten concurrently, it commits once, removing the delete files it left dangling in the same commit
+    (one snapshot for the job group, so a conflict in one partition costs only this group's work), then validation (c)
+    of every partition against that commit, exactly as after a per-partition MAJOR.
 
     Returns (settled results by partition key, conflicts by key). A partition missing from the results was not settled:
     the group action failed before committing anything (a conflict with a concurrent writer, a job failure), or
     fewer than two partitions were left to compact. Those partitions then run one by one through :func:`run_task`,
     which retries and classifies per partition (the conflicts seen here are added to their results). Once the
-    group committed, a failure of the cleanup or of any partition's validation undoes both commits for every
-    partition of the group (rolled back while current, otherwise needs attention): never kept silently.
+    group committed, a failure of any partition's validation undoes the commit for every partition of the group
+    (rolled back while current, otherwise needs attention): never kept silently.
 
     ``selective`` (``"minor"`` or ``"major"``): the first half of the group's selective tasks of that kind instead:
     one rewrite of the files the kind selects, no cleanup (the conversion that follows removes what no longer
@@ -156,11 +194,18 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                 settled[key] = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value,
                                                status=NO_OP, attempts=1, base_snapshot_id=base_id)
             return settled, {}
+        # Planned at this base, the plan is not stale: the partitions' files at the base are only needed for the
+        # outcome, and are scanned while the rewrite runs (_BaseScans). Otherwise each is scanned first and decided
+        # again if a planned file is gone.
+        at_plan_base = base_id == plan.base_snapshot_id
         active: list[tuple[CompactionTask, Any, Any, PartitionResult]] = []
         for task in majors:
             key = task.partition
             result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value, attempts=1)
             expression = java_partition_expression(spark, table, key)
+            if at_plan_base:
+                active.append((task, expression, None, result))
+                continue
             before = scan_partition(spark, table, expression, base_id, with_applied=False)
             if settled_as_stale(plan, task, before, base_id, result, spark, table):
                 result.duration_ms = int((time.monotonic() - started) * 1000)
@@ -172,8 +217,24 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return {}, {}
     if len(active) < 2:
         return settled, {}
-    files = sum(int(b.counts()["data_files"]) for _, _, b, _ in active)
-    deletes = sum(int(b.counts()["delete_files"]) for _, _, b, _ in active)
+    base_scans = _BaseScans(spark, table, base_id, [(t.partition, e) for t, e, b, _ in active if b is None])
+
+    def with_base_files() -> list[tuple[CompactionTask, Any, Any, PartitionResult]]:
+        scanned = base_scans.result()
+        complete = []
+        for task, expression, before, result in active:
+            if before is None:
+                before = scanned[task.partition]
+                settled_as_stale(plan, task, before, base_id, result, spark, table)  # at the plan's base: records
+            complete.append((task, expression, before, result))
+        return complete
+
+    if at_plan_base:  # the planned files (the scan's figures are not there yet)
+        files = sum(len(t.data_files) for t, _, _, _ in active)
+        deletes = len({d for t, _, _, _ in active for d in t.delete_files})
+    else:
+        files = sum(int(b.counts()["data_files"]) for _, _, b, _ in active)
+        deletes = sum(int(b.counts()["delete_files"]) for _, _, b, _ in active)
     what = "MAJOR" if selective is None else f"{selective.upper()} file rewrite of"
     emit(progress, f"icecompact: {what} {len(active)} partitions in one Iceberg action: {files} data / "
                     f"{deletes} delete files")
@@ -194,6 +255,10 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:
         err, kind = classify_failure(e, f"MAJOR of {len(active)} partitions")
+        try:
+            active = with_base_files()
+        except Exception:  # noqa: BLE001 - the partitions' own runs scan again; their results have no counts here
+            pass
         if _commit_may_have_landed(spark, table, base_id, tag, [r for _, _, _, r in active], err, progress):
             _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
             return settled, {}
@@ -201,6 +266,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return settled, _group_conflicts(err, kind, [t.partition for t, _, _, _ in active])
 
     def settle(fingerprints: FingerprintCache) -> None:
+        nonlocal active
+        active = with_base_files()  # a failure here is handled as any failure of the checks after the commit
         table.refresh()
         last = commits[-1] if commits else base_id
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
