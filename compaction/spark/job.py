@@ -104,6 +104,24 @@ def _any_of(spark: Any, expressions: list[Any]) -> Any:
     return combined
 
 
+def _scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[PartitionKey, Any]], *,
+              workers: int) -> dict[PartitionKey, Any]:
+    """Futures of :func:`scan_partition` (``with_applied``) of each partition at ``snapshot_id``, ``workers`` at once."""
+    import concurrent.futures
+
+    from pyspark import inheritable_thread_target
+
+    def scan(expression: Any) -> Any:
+        J.activate(spark)
+        return scan_partition(spark, table, expression, snapshot_id, with_applied=True)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="after-scan")
+    try:
+        return {key: pool.submit(inheritable_thread_target(scan), expression) for key, expression in items}
+    finally:
+        pool.shutdown(wait=False)  # the submitted scans still run; the futures give their results
+
+
 class _BaseScans:
     """Partitions' files at ``base_id`` (:func:`scan_partition`), scanned in a background thread: a scan of a fixed
     snapshot reads the same whenever it runs, so it overlaps the rewrite instead of preceding it. If the background
@@ -270,10 +288,13 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         active = with_base_files()  # a failure here is handled as any failure of the checks after the commit
         table.refresh()
         last = commits[-1] if commits else base_id
+        # The partitions' files at the commit, scanned two at a time (driver-side metadata reads; the executors are
+        # idle meanwhile) while the group's rows are read.
+        after_scans = _scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active], workers=2)
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
         keys = PartitionKeys(spark)
         for task, part_expression, before, result in active:
-            after = scan_partition(spark, table, part_expression, last, with_applied=True)
+            after = after_scans[task.partition].result()
             own = None if single_spec(table) else functools.partial(_is_own, keys, table, task.partition)
             _group_outcome(result, before, after, commits, own_counts(spark, table, after, task.partition, keys), own)
             validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
