@@ -155,7 +155,7 @@ class GlobalDeleteIndex:
     @classmethod
     def of(cls, partitions: Iterable[PartitionState]) -> GlobalDeleteIndex:
         parts = tuple(partitions)
-        found = [GlobalEqualityDelete(p.key, d) for p in parts if p.key.is_unpartitioned
+        found = [GlobalEqualityDelete(p.key, d) for p in parts if p.delete_files and p.key.is_unpartitioned
                  for d in p.delete_files if d.content is DeleteContent.EQUALITY]
         if not found:  # the common case: no per-partition work at all
             return NO_GLOBAL_DELETES

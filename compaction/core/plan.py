@@ -22,7 +22,7 @@ import enum
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from compaction.core.errors import CompactionError, PlanningError
 from compaction.core.model import PartitionFieldValue, PartitionKey, TableIdentity
@@ -420,26 +420,33 @@ class CompactionPlan:
             "deferred": [d.to_dict() for d in self.deferred],
         }
 
-    def content_id(self, decision_text: Callable[[PartitionDecision], str] | None = None) -> str:
+    def content_id(self, decision_texts: Sequence[str | None] | None = None) -> str:
         """Deterministic id: first 20 hex digits of the SHA-256 of the canonical JSON of the plan content.
 
-        ``decision_text``: the canonical JSON of one decision (default :func:`decision_json`; a caller that kept
-        the JSON of unchanged decisions passes a memo of it). The text hashed is the same either way: the
-        canonical JSON of the content, its ``decisions`` list written from the decisions' JSON."""
+        ``decision_texts``: the canonical JSON of each decision (:func:`decision_json`), in order, where a caller
+        kept it (None: written here). The text hashed is the same either way: the canonical JSON of the content,
+        its ``decisions`` list written from the decisions' JSON."""
         content = self._content_dict(decisions=False)
-        decisions = self.decisions
-        to_json = decision_text or decision_json
-        # json.dumps of a dict with indent=None: '{' + ', '.join('"key": value') + '}', and of a list likewise.
-        items = []
-        for key, value in content.items():
-            text = ("[" + ", ".join(map(to_json, decisions)) + "]" if value is _DECISIONS_PLACEHOLDER
-                    else _dumps(value, indent=None))
-            items.append(f"{_dumps(key, indent=None)}: {text}")
-        canonical = "{" + ", ".join(items) + "}"
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:20]
+        if decision_texts is None:
+            texts = [decision_json(d) for d in self.decisions]
+        else:
+            texts = [t if t is not None else decision_json(d) for t, d in zip(decision_texts, self.decisions)]
+        # json.dumps of a dict with indent=None is '{' + ', '.join('"key": value') + '}', and of a list likewise:
+        # hashed piece by piece (the decisions' text is most of it, tens of MB on a large table).
+        digest = hashlib.sha256(b"{")
+        for i, (key, value) in enumerate(content.items()):
+            digest.update(f"{', ' if i else ''}{_dumps(key, indent=None)}: ".encode("utf-8"))
+            if value is _DECISIONS_PLACEHOLDER:
+                digest.update(b"[")
+                digest.update(", ".join(texts).encode("utf-8"))
+                digest.update(b"]")
+            else:
+                digest.update(_dumps(value, indent=None).encode("utf-8"))
+        digest.update(b"}")
+        return digest.hexdigest()[:20]
 
-    def with_content_id(self, decision_text: Callable[[PartitionDecision], str] | None = None) -> CompactionPlan:
-        return replace(self, plan_id=self.content_id(decision_text))
+    def with_content_id(self) -> CompactionPlan:
+        return replace(self, plan_id=self.content_id())
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"plan_format_version": self.plan_format_version, "plan_id": self.plan_id}

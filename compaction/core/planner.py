@@ -56,7 +56,7 @@ import datetime as _dt
 import gc
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 from compaction.core.applicability import equality_delete_applies, positional_applicability
@@ -677,7 +677,8 @@ class PlanCache:
     """What :func:`plan` worked out per partition, for the next plan of the same table: a partition whose
     :class:`PartitionState` is the very object planned last time (an incremental table state keeps the objects of
     partitions no commit touched, :class:`compaction.metadata.inspect.TableStateCache`) keeps its analysis, decision,
-    candidate and serialized decision, so a re-plan after a commit costs what the commit changed.
+    candidate and serialized decision, and is not checked for duplicate files again (only partitions new to the
+    state are checked against the files of the others), so a re-plan after a commit costs what the commit changed.
 
     Reused only under the same policy, mode and format version, and when the table has no global equality deletes
     (they make every partition's figures depend on every other partition's files). Decisions that depend on more
@@ -687,30 +688,56 @@ class PlanCache:
     def __init__(self) -> None:
         self._context: tuple[object, ...] | None = None
         self._entries: dict[int, _CachedPartition] = {}
-        self._by_decision: dict[int, _CachedPartition] = {}
+        # The last validated state's partitions by id, and who holds each partition key, data path and delete ref.
+        self._validated: dict[int, PartitionState] = {}
+        self._owners: dict[object, int] = {}
         self.reused = 0  # partitions whose analysis the last plan reused
 
     def _begin(self, context: tuple[object, ...], usable: bool) -> dict[int, _CachedPartition]:
         previous = self._entries if usable and context == self._context else {}
         self._context = context if usable else None
         self._entries = {}
-        self._by_decision = {}
         self.reused = 0
         return previous
 
-    def _keep(self, entry: _CachedPartition) -> None:
-        self._entries[id(entry.state)] = entry
-        if entry.decision is not None:
-            self._by_decision[id(entry.decision)] = entry
+    def _validate(self, table: TableState) -> None:
+        """:func:`_validate_state`, checking only the partitions that are not the previous state's objects."""
+        current = {id(p): p for p in table.partitions}
+        if len(current) != len(table.partitions) or not self._validated:
+            self._validated, self._owners = {}, {}
+            _validate_state(table)
+            self._remember(table.partitions)
+            return
+        owners = self._owners
+        for pid, p in self._validated.items():
+            if pid not in current:
+                for item in _identities(p):
+                    if owners.get(item) == pid:
+                        del owners[item]
+        added = [p for pid, p in current.items() if pid not in self._validated]
+        self._validated = current
+        for p in added:
+            pid = id(p)
+            items = list(_identities(p))
+            if len(set(items)) != len(items) or any(owners.setdefault(item, pid) != pid for item in items):
+                self._validated, self._owners = {}, {}
+                _validate_state(table)  # raises: a partition or file listed twice
+                self._remember(table.partitions)  # pragma: no cover - _validate_state found nothing
+                return
 
-    def decision_text(self, decision: PartitionDecision) -> str:
-        """The canonical JSON of ``decision`` (:func:`compaction.core.plan.decision_json`), kept for reused ones."""
-        entry = self._by_decision.get(id(decision))
-        if entry is None or entry.decision is not decision:
-            return decision_json(decision)
-        if entry.decision_json is None:
-            entry.decision_json = decision_json(decision)
-        return entry.decision_json
+    def _remember(self, partitions: Sequence[PartitionState]) -> None:
+        self._validated = {id(p): p for p in partitions}
+        self._owners = {item: id(p) for p in partitions for item in _identities(p)}
+
+
+def _identities(p: PartitionState) -> Iterable[object]:
+    """What may appear once only in a table state: the partition key, each data file path, each delete file (path,
+    DV offset)."""
+    yield ("key", p.key)
+    for f in p.data_files:
+        yield f.path
+    for d in p.delete_files:
+        yield (d.path, d.content_offset)
 
 
 def plan(
@@ -775,7 +802,10 @@ def _plan(
             keyed.append((hit.analysis.order_key, p, hit))
         else:
             keyed.append((partition_order_key(p.key), p, None))
-    _validate_state(table_state, [k for k, _, _ in keyed])
+    if cache is not None:
+        cache._validate(table_state)
+    else:
+        _validate_state(table_state, [k for k, _, _ in keyed])
     held = cross_partition_position_deletes(table_state.partitions)
 
     keyed.sort(key=operator.itemgetter(0))  # stable: as sorted(partitions, key=partition_order_key)
@@ -783,6 +813,7 @@ def _plan(
         keyed = [(k, p, h) for k, p, h in keyed if partition_filter(p.key)]
 
     decisions: list[PartitionDecision] = []
+    texts: list[str | None] = []  # the decisions' canonical JSON where the cache has it
     cands: list[Candidate] = []
     if not policy.enabled:
         table_says_off = str(table_state.properties.get(ENABLED, "")).strip().lower() == "false"
@@ -791,31 +822,39 @@ def _plan(
             a = _analyze(p, policy, order_key, global_deletes)
             decisions.append(PartitionDecision(p.key, CompactionKind.NONE, reason, _metrics(a, CompactionKind.NONE)))
     else:
+        by_clock = last_minor_at if policy.minor_interval_seconds > 0 else {}
+        entries = cache._entries if cache is not None else None
         for order_key, p, hit in keyed:
-            a = hit.analysis if hit is not None else _analyze(p, policy, order_key, global_deletes)
             since = None
-            if policy.minor_interval_seconds > 0 and p.key in last_minor_at:
-                since = (now - last_minor_at[p.key]).total_seconds()
-            d: PartitionDecision
+            if by_clock and p.key in by_clock:
+                since = (now - by_clock[p.key]).total_seconds()
+            is_held = bool(held) and p.key in held
+            if hit is not None and hit.decision is not None and since is None and not is_held:
+                decisions.append(hit.decision)  # the same state under the same policy: the same decision
+                texts.append(hit.decision_json)
+                if hit.candidate is not None:
+                    cands.append(hit.candidate)
+                if entries is not None:
+                    entries[id(p)] = hit
+                continue
+            a = hit.analysis if hit is not None else _analyze(p, policy, order_key, global_deletes)
             cand: Candidate | None = None
-            if p.key in held:
+            if is_held:
                 d = PartitionDecision(p.key, CompactionKind.NONE, held[p.key], _metrics(a, CompactionKind.NONE))
-            elif hit is not None and hit.decision is not None and since is None:
-                d, cand = hit.decision, hit.candidate
             else:
                 kind, reason, full = _decide(a, policy, mode, since)
                 d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full))
                 if kind is not CompactionKind.NONE:
                     cand = _candidate(a, d)
             decisions.append(d)
+            texts.append(None)
             if cand is not None:
                 cands.append(cand)
-            if cache is not None:
-                if hit is not None:
-                    cache.reused += 1
-                state_only = since is None and p.key not in held
-                cache._keep(_CachedPartition(p, a, d if state_only else None, cand if state_only else None,
-                                             hit.decision_json if hit is not None and hit.decision is d else None))
+            if entries is not None:
+                state_only = since is None and not is_held
+                entries[id(p)] = _CachedPartition(p, a, d if state_only else None, cand if state_only else None)
+        if cache is not None:
+            cache.reused = sum(1 for _, _, hit in keyed if hit is not None)
     tasks = plan_candidates(cands, policy)
 
     is_filter = isinstance(partition_filter, PartitionFilter)
@@ -836,4 +875,14 @@ def _plan(
     )
     if plan_id:
         return result
-    return result.with_content_id(None if cache is None else cache.decision_text)
+    if cache is None or not texts:
+        return result.with_content_id()
+    # The canonical JSON of reused decisions is kept, of the others written (and kept) now.
+    entries = cache._entries
+    for i, (text, d) in enumerate(zip(texts, decisions)):
+        if text is None:
+            texts[i] = text = decision_json(d)
+            entry = entries.get(id(keyed[i][1]))
+            if entry is not None and entry.decision is d:
+                entry.decision_json = text
+    return replace(result, plan_id=result.content_id(decision_texts=texts))
