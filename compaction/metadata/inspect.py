@@ -23,7 +23,7 @@ from compaction.core.model import (
     TableIdentity,
     TableState,
 )
-from compaction.metadata.manifests import BOUNDS_DELETES, ManifestCache, live_rows, rows_of
+from compaction.metadata.manifests import BOUNDS_DELETES, ManifestCache, rows_of
 from compaction.metadata.storage_retry import with_storage_retries
 
 if TYPE_CHECKING:
@@ -134,10 +134,7 @@ def _table_state(table: Table, identity: TableIdentity, snapshot_id: int | None,
         if state_cache is not None:
             partitions = state_cache.partitions(table, snapshot, spec_fields, snapshot_times, manifest_cache)
         else:
-            builder = _Builder(spec_fields, snapshot_times)
-            for spec_id, rows in live_rows(table, snapshot, bounds=BOUNDS_DELETES, cache=manifest_cache):
-                builder.add(spec_id, rows)
-            partitions = builder.partitions()
+            partitions = _build(table, snapshot.manifests(table.io), spec_fields, snapshot_times, manifest_cache)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -279,11 +276,7 @@ class TableStateCache:
         positions = {path: i for i, (path, _) in enumerate(listed)}
         if len(positions) != len(listed):  # a manifest listed twice: not a valid manifest list, never cached
             self._context = None
-            builder = _Builder(spec_fields, snapshot_times)
-            for _, manifest in listed:
-                builder.add(manifest.partition_spec_id,
-                            rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache))
-            return builder.partitions()
+            return _build(table, [m for _, m in listed], spec_fields, snapshot_times, manifest_cache)
         if context != self._context or not self._snapshot_ids <= snapshot_ids:
             return self._full(table, listed, spec_fields, snapshot_times, manifest_cache, context, snapshot_ids)
 
@@ -303,12 +296,8 @@ class TableStateCache:
             rows_by_path[path] = rows
             spec_id = manifest.partition_spec_id
             raws = frozenset(row[3] for row in rows)
-            self._manifests[path] = (spec_id, raws)
-            for raw in raws:
-                self._holders.setdefault((spec_id, raw), set()).add(path)
-                key = builder.key(spec_id, raw)
-                self._raws.setdefault(key, set()).add((spec_id, raw))
-                touched.add(key)
+            self._register(path, spec_id, raws, builder)
+            touched.update(self._keys[(spec_id, raw)] for raw in raws)
         self._snapshot_ids = snapshot_ids
         if not touched:
             return self._ordered
@@ -350,6 +339,13 @@ class TableStateCache:
             self._ordered = tuple(self._states[s.key] for s in self._ordered)
         return self._ordered
 
+    def _register(self, path: str, spec_id: int, raws: frozenset[tuple[Any, ...]], builder: _Builder) -> None:
+        """Record that manifest ``path`` holds the raw partitions ``raws`` of spec ``spec_id``."""
+        self._manifests[path] = (spec_id, raws)
+        for raw in raws:
+            self._holders.setdefault((spec_id, raw), set()).add(path)
+            self._raws.setdefault(builder.key(spec_id, raw), set()).add((spec_id, raw))
+
     def _full(self, table: Table, listed: list[tuple[str, Any]], spec_fields: dict[int, list[tuple[str, str, str]]],
               snapshot_times: dict[int, int], manifest_cache: ManifestCache | None, context: tuple[Any, ...],
               snapshot_ids: frozenset[int]) -> tuple[PartitionState, ...]:
@@ -359,16 +355,21 @@ class TableStateCache:
         for path, manifest in listed:
             rows = rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache)
             spec_id = manifest.partition_spec_id
-            raws = frozenset(builder.add(spec_id, rows))
-            self._manifests[path] = (spec_id, raws)
-            for raw in raws:
-                self._holders.setdefault((spec_id, raw), set()).add(path)
-                self._raws.setdefault(self._keys[(spec_id, raw)], set()).add((spec_id, raw))
+            self._register(path, spec_id, frozenset(builder.add(spec_id, rows)), builder)
         self._ordered = builder.partitions()
         self._states = {s.key: s for s in self._ordered}
         self._context = context
         self._snapshot_ids = snapshot_ids
         return self._ordered
+
+
+def _build(table: Table, manifests: Any, spec_fields: dict[int, list[tuple[str, str, str]]],
+           snapshot_times: dict[int, int], manifest_cache: ManifestCache | None) -> tuple[PartitionState, ...]:
+    """The partitions of ``manifests`` (in list order), built in one pass."""
+    builder = _Builder(spec_fields, snapshot_times)
+    for manifest in manifests:
+        builder.add(manifest.partition_spec_id, rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache))
+    return builder.partitions()
 
 
 def _delete_order(f: DeleteFileInfo) -> tuple[str, int]:

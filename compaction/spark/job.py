@@ -6,6 +6,7 @@ failure never loses another's committed work: every partition commits on its own
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import time
@@ -104,60 +105,21 @@ def _any_of(spark: Any, expressions: list[Any]) -> Any:
     return combined
 
 
-def _scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[PartitionKey, Any]], *,
-              workers: int) -> dict[PartitionKey, Any]:
-    """Futures of :func:`scan_partition` (``with_applied``) of each partition at ``snapshot_id``, ``workers`` at once."""
-    import concurrent.futures
-
+def _scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[PartitionKey, Any]], *, workers: int,
+              with_applied: bool = True) -> dict[PartitionKey, concurrent.futures.Future[Any]]:
+    """Futures of :func:`scan_partition` of each partition at ``snapshot_id``, ``workers`` at once in background
+    threads (a scan of a fixed snapshot reads the same whenever it runs, so it can overlap other work)."""
     from pyspark import inheritable_thread_target
 
     def scan(expression: Any) -> Any:
-        J.activate(spark)
-        return scan_partition(spark, table, expression, snapshot_id, with_applied=True)
+        J.activate(spark)  # the JVM thread serving a Python thread has no active session of its own
+        return scan_partition(spark, table, expression, snapshot_id, with_applied=with_applied)
 
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="after-scan")
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="partition-scan")
     try:
         return {key: pool.submit(inheritable_thread_target(scan), expression) for key, expression in items}
     finally:
         pool.shutdown(wait=False)  # the submitted scans still run; the futures give their results
-
-
-class _BaseScans:
-    """Partitions' files at ``base_id`` (:func:`scan_partition`), scanned in a background thread: a scan of a fixed
-    snapshot reads the same whenever it runs, so it overlaps the rewrite instead of preceding it. If the background
-    scan failed, :meth:`result` scans again in the caller's thread (a failure then is the caller's)."""
-
-    def __init__(self, spark: Any, table: Any, base_id: int, items: list[tuple[PartitionKey, Any]]) -> None:
-        self._scan = functools.partial(self._scan_all, spark, table, base_id, items)
-        self._thread: Any = None
-        self._outcome: dict[str, Any] = {}
-        if items:
-            import threading
-
-            from pyspark import inheritable_thread_target
-
-            def run() -> None:
-                try:
-                    self._outcome["files"] = self._scan()
-                except Exception as e:  # noqa: BLE001 - scanned again by result()
-                    self._outcome["error"] = e
-
-            self._thread = threading.Thread(target=inheritable_thread_target(run), name="base-scans", daemon=True)
-            self._thread.start()
-
-    @staticmethod
-    def _scan_all(spark: Any, table: Any, base_id: int, items: list[tuple[PartitionKey, Any]]) -> dict[PartitionKey, Any]:
-        J.activate(spark)  # the JVM thread serving a Python thread has no active session of its own
-        return {key: scan_partition(spark, table, expression, base_id, with_applied=False) for key, expression in items}
-
-    def result(self) -> dict[PartitionKey, Any]:
-        if self._thread is None:
-            return {}
-        self._thread.join()
-        if "files" not in self._outcome:
-            self._outcome["files"] = self._scan()
-        files: dict[PartitionKey, Any] = self._outcome["files"]
-        return files
 
 
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
@@ -213,7 +175,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                                                status=NO_OP, attempts=1, base_snapshot_id=base_id)
             return settled, {}
         # Planned at this base, the plan is not stale: the partitions' files at the base are only needed for the
-        # outcome, and are scanned while the rewrite runs (_BaseScans). Otherwise each is scanned first and decided
+        # outcome, and are scanned while the rewrite runs. Otherwise each is scanned first and decided
         # again if a planned file is gone.
         at_plan_base = base_id == plan.base_snapshot_id
         active: list[tuple[CompactionTask, Any, Any, PartitionResult]] = []
@@ -235,14 +197,17 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return {}, {}
     if len(active) < 2:
         return settled, {}
-    base_scans = _BaseScans(spark, table, base_id, [(t.partition, e) for t, e, b, _ in active if b is None])
+    base_scans = _scans_at(spark, table, base_id, [(t.partition, e) for t, e, b, _ in active if b is None],
+                           workers=1, with_applied=False)
 
     def with_base_files() -> list[tuple[CompactionTask, Any, Any, PartitionResult]]:
-        scanned = base_scans.result()
         complete = []
         for task, expression, before, result in active:
             if before is None:
-                before = scanned[task.partition]
+                try:
+                    before = base_scans[task.partition].result()
+                except Exception:  # noqa: BLE001 - scanned again here: a failure then is this thread's
+                    before = scan_partition(spark, table, expression, base_id, with_applied=False)
                 settled_as_stale(plan, task, before, base_id, result, spark, table)  # at the plan's base: records
             complete.append((task, expression, before, result))
         return complete
