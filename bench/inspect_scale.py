@@ -570,8 +570,8 @@ def profile_inspect_plan(catalog_cfg: Any, path: Path) -> list[dict[str, Any]]:
 def breakdown_inspect_plan(catalog_cfg: Any) -> dict[str, float]:
     """Where inspect + plan spend their time, one unprofiled run of each part (seconds): loading the table,
     decoding the manifests (``live_rows``), building the TableState from the rows (table_state - decoding), the
-    planner without the plan id, and the plan's content id (``plan()`` - ``plan(plan_id=...)``: the canonical
-    JSON + SHA-256 of every decision, compaction/core/plan.py)."""
+    planner without the plan id, and the plan's content id (``plan()`` - ``plan(plan_id=...)``: each decision's
+    canonical JSON and SHA-256, then one SHA-256 over the digests, compaction/core/plan.py)."""
     from compaction.core.planner import plan
     from compaction.core.policy import CompactionPolicy
     from compaction.metadata.inspect import load_table, table_state
@@ -1038,11 +1038,12 @@ def explain(times: dict[str, Any], ratios: dict[str, float], hot_spots: dict[str
             text += (f". Of inspect+plan, {b['manifest_decode_s']:.1f} s is Avro decoding (pure Python over "
                      f"pyiceberg's Cython decoder, incl. zlib), {b['table_state_build_s']:.1f} s building the "
                      f"TableState, {b['plan_without_id_s']:.1f} s the planner and {b['plan_content_id_s']:.1f} s the "
-                     f"plan's content id. What would close the gap: a cheaper plan id (hash only the non-NONE "
-                     f"decisions plus a digest of the table state, or compute it when the plan is stored; "
-                     f"compaction/core/plan.py, changes plan ids), and decoding manifests in 2 worker processes "
-                     f"(rows pickled back; doubles the decode memory and competes with Spark jobs for the 2 cores). "
-                     f"Neither is a small, clearly safe change, so neither is made here")
+                     f"plan's content id (each decision's canonical JSON and its SHA-256). What would close the gap: "
+                     f"decoding manifests in 2 worker processes (rows pickled back; doubles the decode memory and "
+                     f"competes with Spark jobs for the 2 cores), a TableState built without one object per file "
+                     f"(columnar), and writing a decision's JSON only when the plan is stored (its digest from the "
+                     f"analysis' figures). None is a small, clearly safe change, so none is made here; a re-plan "
+                     f"after a commit, which the watcher does, reuses all of it (re-plan section)")
         notes.append(text)
     return notes
 
@@ -1136,8 +1137,8 @@ def render(r: dict[str, Any]) -> str:
                 f"where inspect+plan time goes (one unprofiled run of each part, after the measurements): load table "
                 f"{b['load_table_s']:.2f} s, decode manifests ({b['live_rows']} live entries) "
                 f"{b['manifest_decode_s']:.2f} s, build TableState from the rows {b['table_state_build_s']:.2f} s, "
-                f"planner {b['plan_without_id_s']:.2f} s, plan content id (canonical JSON + SHA-256 of all "
-                f"decisions, compaction/core/plan.py) {b['plan_content_id_s']:.2f} s")
+                f"planner {b['plan_without_id_s']:.2f} s, plan content id (each decision's canonical JSON + "
+                f"SHA-256, compaction/core/plan.py) {b['plan_content_id_s']:.2f} s")
         lines.append(f"profile: {r['profile']['file']}; top by own time (under cProfile, ~1.5x slower):")
         for h in r["profile"]["top_tottime"][:12]:
             lines.append(f"  {h['tottime_s']:7.2f} s own {h['cumtime_s']:7.2f} s cum {h['ncalls']:>9} calls  {h['function']}")

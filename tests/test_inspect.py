@@ -172,6 +172,22 @@ def test_incremental_state_equals_a_full_build_at_every_snapshot(spark, sqlite_c
     else:
         assert len(kept) == len(after.partitions) - 1 and cache.rebuilt_partitions == 1
 
+        # A rewrite of one partition's files writes the manifest holding every partition again, the others' entries
+        # as EXISTING: their rows are unchanged, so they keep their objects and are not rebuilt.
+        spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_manifests(table => '{name}')")
+        table = load_table(sqlite_catalog, name)[1]
+        before = table_state(table, identity, state_cache=cache)
+        spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_data_files(table => '{name}', where => 'id = 902', "
+                  "options => map('rewrite-all', 'true'))")
+        table = load_table(sqlite_catalog, name)[1]
+        after = table_state(table, identity, state_cache=cache)
+        assert after == table_state(table, identity)
+        previous = {p.key: p for p in before.partitions}
+        changed = [p for p in after.partitions if p != previous.get(p.key)]
+        assert 1 <= len(changed) < len(after.partitions)
+        assert all(p is previous[p.key] for p in after.partitions if p not in changed)
+        assert cache.rebuilt_partitions == len(changed)
+
     # Expiring snapshots changes the entries' times: a full build again, still equal.
     spark.sql(f"CALL {sqlite_catalog.name}.system.expire_snapshots(table => '{name}', retain_last => 2, "
               "older_than => TIMESTAMP '2999-01-01 00:00:00')")

@@ -420,26 +420,25 @@ class CompactionPlan:
             "deferred": [d.to_dict() for d in self.deferred],
         }
 
-    def content_id(self, decision_texts: Sequence[str | None] | None = None) -> str:
-        """Deterministic id: first 20 hex digits of the SHA-256 of the canonical JSON of the plan content.
+    def content_id(self, decision_digests: Sequence[str | None] | None = None) -> str:
+        """Deterministic id: the first 20 hex digits of the SHA-256 of the plan's canonical JSON content in which
+        each decision is replaced by its :func:`decision_digest` (the hex SHA-256 of its canonical JSON). Hashing a
+        digest per decision lets a re-plan that kept most decisions hash 64 characters for each instead of its
+        whole JSON (tens of MB on a table of 10^5 partitions).
 
-        ``decision_texts``: the canonical JSON of each decision (:func:`decision_json`), in order, where a caller
-        kept it (None: written here). The text hashed is the same either way: the canonical JSON of the content,
-        its ``decisions`` list written from the decisions' JSON."""
+        ``decision_digests``: the digest of each decision, in order, where a caller kept it (None: computed here)."""
         content = self._content_dict(decisions=False)
-        if decision_texts is None:
-            texts = [decision_json(d) for d in self.decisions]
+        if decision_digests is None:
+            digests = [decision_digest(d) for d in self.decisions]
         else:
-            texts = [t if t is not None else decision_json(d) for t, d in zip(decision_texts, self.decisions)]
-        # json.dumps of a dict with indent=None is '{' + ', '.join('"key": value') + '}', and of a list likewise:
-        # hashed piece by piece (the decisions' text is most of it, tens of MB on a large table).
+            digests = [h if h is not None else decision_digest(d) for h, d in zip(decision_digests, self.decisions)]
+        # json.dumps of a dict with indent=None is '{' + ', '.join('"key": value') + '}', and of a list of hex
+        # strings '["h1", "h2"]': hashed piece by piece.
         digest = hashlib.sha256(b"{")
         for i, (key, value) in enumerate(content.items()):
             digest.update(f"{', ' if i else ''}{_dumps(key, indent=None)}: ".encode("utf-8"))
             if value is _DECISIONS_PLACEHOLDER:
-                digest.update(b"[")
-                digest.update(", ".join(texts).encode("utf-8"))
-                digest.update(b"]")
+                digest.update(('["' + '", "'.join(digests) + '"]' if digests else "[]").encode("ascii"))
             else:
                 digest.update(_dumps(value, indent=None).encode("utf-8"))
         digest.update(b"}")
@@ -536,6 +535,11 @@ _DECISIONS_PLACEHOLDER = object()
 def decision_json(decision: PartitionDecision) -> str:
     """The canonical JSON of one decision, as it appears in the plan's canonical JSON."""
     return _dumps(decision.to_dict(), indent=None)
+
+
+def decision_digest(decision: PartitionDecision) -> str:
+    """The hex SHA-256 of :func:`decision_json`: what the plan's content id hashes for each decision."""
+    return hashlib.sha256(decision_json(decision).encode("utf-8")).hexdigest()
 
 
 def _dumps(data: object, indent: int | None) -> str:

@@ -74,7 +74,7 @@ from compaction.core.plan import (
     DeferredPartition,
     JobGroup,
     PartitionDecision,
-    decision_json,
+    decision_digest,
 )
 from compaction.core.policy import ENABLED, CompactionPolicy
 
@@ -608,16 +608,31 @@ def cross_partition_position_deletes(partitions: Sequence[PartitionState]) -> di
     the delete is dangling to the spec and live to Java readers: a MINOR would drop it as dangling (resurrecting the
     rows for Java readers) and a MAJOR of the named file's partition would apply it (deleting them for spec
     readers). Either changes what some reader sees, so both partitions are left alone."""
+    return _held_for(partitions, _named_elsewhere(partitions))
+
+
+def _names_elsewhere(p: PartitionState) -> list[DeleteFileInfo]:
+    """The position deletes / DVs of ``p`` naming a data file that is not one of ``p``'s own."""
+    named = [d for d in p.delete_files if d.content in _POSITIONAL and d.referenced_data_file is not None]
+    if not named:
+        return named
+    own = {f.path for f in p.data_files}
+    return [d for d in named if d.referenced_data_file not in own]
+
+
+def _named_elsewhere(partitions: Sequence[PartitionState]) -> dict[str, tuple[DeleteFileInfo, PartitionKey]]:
+    """Data file path -> (the first position delete / DV naming it from another partition, that partition)."""
     named_elsewhere: dict[str, tuple[DeleteFileInfo, PartitionKey]] = {}
     for p in partitions:
-        named = [d for d in p.delete_files if d.content in _POSITIONAL and d.referenced_data_file is not None]
-        if not named:
-            continue
-        own = {f.path for f in p.data_files}
-        for d in named:
-            assert d.referenced_data_file is not None
-            if d.referenced_data_file not in own:
+        if p.delete_files:
+            for d in _names_elsewhere(p):
+                assert d.referenced_data_file is not None
                 named_elsewhere.setdefault(d.referenced_data_file, (d, p.key))
+    return named_elsewhere
+
+
+def _held_for(partitions: Sequence[PartitionState],
+              named_elsewhere: Mapping[str, tuple[DeleteFileInfo, PartitionKey]]) -> dict[PartitionKey, str]:
     if not named_elsewhere:
         return {}
     held: dict[PartitionKey, str] = {}
@@ -670,15 +685,35 @@ class _CachedPartition:
     analysis: _Analysis
     decision: PartitionDecision | None  # None when it depended on more than the state (a hold, the MINOR interval)
     candidate: Candidate | None
-    decision_json: str | None = None
+    digest: str | None = None  # decision_digest(decision), once written
+
+
+@dataclass(slots=True)
+class _LastPlan:
+    """The last plan's per-partition results in plan (sorted) order, for a re-plan of a state with the same
+    partition keys in the same places - what most commits give: they change a few partitions and add or drop none.
+    Kept only for a plan of the whole table with no position delete naming another partition's file."""
+
+    parts: tuple[PartitionState, ...]  # the state's partitions, as given
+    order: list[int]  # plan position -> index in parts
+    position: list[int]  # index in parts -> plan position
+    entries: list[_CachedPartition]
+    decisions: list[PartitionDecision]
+    digests: list[str]
+    candidates: list[Candidate | None]
+    volatile: set[int]  # plan positions decided by more than their state (the MINOR interval's clock)
+    positions_by_key: dict[PartitionKey, int] | None = None  # built when first needed
 
 
 class PlanCache:
     """What :func:`plan` worked out per partition, for the next plan of the same table: a partition whose
     :class:`PartitionState` is the very object planned last time (an incremental table state keeps the objects of
     partitions no commit touched, :class:`compaction.metadata.inspect.TableStateCache`) keeps its analysis, decision,
-    candidate and serialized decision, and is not checked for duplicate files again (only partitions new to the
-    state are checked against the files of the others), so a re-plan after a commit costs what the commit changed.
+    candidate and decision digest, and is not checked for duplicate files again (only partitions new to the state
+    are checked against the files of the others). When the state has the same partition keys in the same places as
+    last time, only the partitions that are not the same objects are visited at all, so a re-plan after a commit
+    costs what the commit changed (plus a pass over the partitions comparing object identities, and hashing one
+    digest per partition for the plan id).
 
     Reused only under the same policy, mode and format version, and when the table has no global equality deletes
     (they make every partition's figures depend on every other partition's files). Decisions that depend on more
@@ -687,16 +722,23 @@ class PlanCache:
 
     def __init__(self) -> None:
         self._context: tuple[object, ...] | None = None
-        self._entries: dict[int, _CachedPartition] = {}
+        self._entries: dict[int, _CachedPartition] | None = {}  # None: derive from _last
+        self._last: _LastPlan | None = None
         # The last validated state's partitions by id, and who holds each partition key, data path and delete ref.
         self._validated: dict[int, PartitionState] = {}
         self._owners: dict[object, int] = {}
         self.reused = 0  # partitions whose analysis the last plan reused
 
     def _begin(self, context: tuple[object, ...], usable: bool) -> dict[int, _CachedPartition]:
-        previous = self._entries if usable and context == self._context else {}
+        previous: dict[int, _CachedPartition] = {}
+        if usable and context == self._context:
+            if self._entries is not None:
+                previous = self._entries
+            elif self._last is not None:
+                previous = {id(e.state): e for e in self._last.entries}
         self._context = context if usable else None
         self._entries = {}
+        self._last = None
         self.reused = 0
         return previous
 
@@ -704,30 +746,34 @@ class PlanCache:
         """:func:`_validate_state`, checking only the partitions that are not the previous state's objects."""
         current = {id(p): p for p in table.partitions}
         if len(current) != len(table.partitions) or not self._validated:
-            self._validated, self._owners = {}, {}
-            _validate_state(table)
-            self._remember(table.partitions)
+            self._revalidate(table)
             return
-        owners = self._owners
-        for pid, p in self._validated.items():
-            if pid not in current:
-                for item in _identities(p):
-                    if owners.get(item) == pid:
-                        del owners[item]
+        removed = [p for pid, p in self._validated.items() if pid not in current]
         added = [p for pid, p in current.items() if pid not in self._validated]
         self._validated = current
+        self._exchange(removed, added, table)
+
+    def _exchange(self, removed: Sequence[PartitionState], added: Sequence[PartitionState], table: TableState) -> None:
+        """Update the ownership index for ``removed`` partitions replaced by ``added`` ones (``_validated`` is
+        already the new state's); a partition or file now listed twice raises via :func:`_validate_state`."""
+        owners = self._owners
+        for p in removed:
+            pid = id(p)
+            for item in _identities(p):
+                if owners.get(item) == pid:
+                    del owners[item]
         for p in added:
             pid = id(p)
             items = list(_identities(p))
             if len(set(items)) != len(items) or any(owners.setdefault(item, pid) != pid for item in items):
-                self._validated, self._owners = {}, {}
-                _validate_state(table)  # raises: a partition or file listed twice
-                self._remember(table.partitions)  # pragma: no cover - _validate_state found nothing
-                return
+                self._revalidate(table)  # raises: a partition or file listed twice
+                return  # pragma: no cover - _validate_state found nothing
 
-    def _remember(self, partitions: Sequence[PartitionState]) -> None:
-        self._validated = {id(p): p for p in partitions}
-        self._owners = {item: id(p) for p in partitions for item in _identities(p)}
+    def _revalidate(self, table: TableState) -> None:
+        self._validated, self._owners = {}, {}
+        _validate_state(table)
+        self._validated = {id(p): p for p in table.partitions}
+        self._owners = {item: id(p) for p in table.partitions for item in _identities(p)}
 
 
 def _identities(p: PartitionState) -> Iterable[object]:
@@ -779,6 +825,86 @@ def plan(
             gc.enable()
 
 
+def _decide_partition(p: PartitionState, a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
+                      since: float | None, held_reason: str | None) -> tuple[PartitionDecision, Candidate | None]:
+    if held_reason is not None:
+        return PartitionDecision(p.key, CompactionKind.NONE, held_reason, _metrics(a, CompactionKind.NONE)), None
+    kind, reason, full = _decide(a, policy, mode, since)
+    d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full))
+    return d, (_candidate(a, d) if kind is not CompactionKind.NONE else None)
+
+
+def _seconds_since(key: PartitionKey, by_clock: Mapping[PartitionKey, _dt.datetime], now: _dt.datetime) -> float | None:
+    at = by_clock.get(key) if by_clock else None
+    return None if at is None else (now - at).total_seconds()
+
+
+def _has_global_deletes(p: PartitionState) -> bool:
+    """Whether ``p`` holds equality deletes that apply table-wide (:class:`GlobalDeleteIndex`)."""
+    return bool(p.delete_files) and p.key.is_unpartitioned and any(
+        d.content is DeleteContent.EQUALITY for d in p.delete_files)
+
+
+def _replan_in_place(table_state: TableState, policy: CompactionPolicy, mode: CompactionMode, now: _dt.datetime,
+                     by_clock: Mapping[PartitionKey, _dt.datetime], cache: PlanCache) -> _LastPlan | None:
+    """The plan's per-partition results when the state has the same partition keys in the same places as the last
+    plan's (None otherwise): the partitions that are the last state's objects keep their results; the others, and
+    those decided by the clock, are decided again."""
+    last = cache._last
+    parts = table_state.partitions
+    if last is None or len(parts) != len(last.parts) or cache._context != (policy, mode, table_state.format_version):
+        return None
+    before = last.parts
+    changed = [i for i, (p, q) in enumerate(zip(parts, before)) if p is not q]
+    for i in changed:
+        p = parts[i]
+        # Another key here changes the order; global deletes or a delete naming another partition's file make
+        # partitions depend on each other: all are planned from scratch.
+        if p.key != before[i].key or _has_global_deletes(p) or (p.delete_files and _names_elsewhere(p)):
+            return None
+    validated = cache._validated
+    for i in changed:
+        validated.pop(id(before[i]), None)
+    for i in changed:
+        validated[id(parts[i])] = parts[i]
+    cache._exchange([before[i] for i in changed], [parts[i] for i in changed], table_state)
+
+    position = last.position
+    redo = {position[i] for i in changed}
+    redo.update(last.volatile)
+    if by_clock:
+        if last.positions_by_key is None:
+            last.positions_by_key = {d.partition: pos for pos, d in enumerate(last.decisions)}
+        redo.update(last.positions_by_key[k] for k in by_clock if k in last.positions_by_key)
+    entries, decisions = list(last.entries), list(last.decisions)
+    digests, candidates = list(last.digests), list(last.candidates)
+    volatile: set[int] = set()
+    for pos in sorted(redo):
+        p = parts[last.order[pos]]
+        entry = entries[pos]
+        since = _seconds_since(p.key, by_clock, now)
+        if entry.state is p and entry.decision is not None and since is None:
+            d, cand, digest = entry.decision, entry.candidate, entry.digest
+        else:
+            a = entry.analysis if entry.state is p else _analyze(p, policy, entry.analysis.order_key)
+            d, cand = _decide_partition(p, a, policy, mode, since, None)
+            digest = None
+            if since is None:
+                entry = entries[pos] = _CachedPartition(p, a, d, cand)
+            else:
+                volatile.add(pos)
+                if entry.state is not p:
+                    entry = entries[pos] = _CachedPartition(p, a, None, None)
+        if digest is None:
+            digest = decision_digest(d)
+            if entry.decision is d:
+                entry.digest = digest
+        decisions[pos], candidates[pos], digests[pos] = d, cand, digest
+    cache.reused = len(parts) - len(changed)
+    return _LastPlan(parts, last.order, position, entries, decisions, digests, candidates, volatile,
+                     last.positions_by_key)
+
+
 def _plan(
     table_state: TableState,
     policy: CompactionPolicy,
@@ -789,72 +915,18 @@ def _plan(
     last_minor_at: Mapping[PartitionKey, _dt.datetime],
     cache: PlanCache | None = None,
 ) -> CompactionPlan:
-    # Built from every partition, before the filter: global equality deletes apply to filtered-out partitions too.
-    global_deletes = GlobalDeleteIndex.of(table_state.partitions)
-    reusable: dict[int, _CachedPartition] = {}
-    if cache is not None:
-        reusable = cache._begin((policy, mode, table_state.format_version),
-                                usable=policy.enabled and not global_deletes)
-    keyed: list[tuple[tuple[object, ...], PartitionState, _CachedPartition | None]] = []
-    for p in table_state.partitions:
-        hit = reusable.get(id(p)) if reusable else None
-        if hit is not None and hit.state is p:
-            keyed.append((hit.analysis.order_key, p, hit))
-        else:
-            keyed.append((partition_order_key(p.key), p, None))
-    if cache is not None:
-        cache._validate(table_state)
+    by_clock = last_minor_at if policy.minor_interval_seconds > 0 else {}
+    last: _LastPlan | None = None
+    if cache is not None and partition_filter is None and policy.enabled:
+        last = _replan_in_place(table_state, policy, mode, now, by_clock, cache)
+    if last is not None:
+        assert cache is not None
+        cache._last = last
+        decisions = last.decisions
+        digests: list[str | None] = list(last.digests)
+        cands = [c for c in last.candidates if c is not None]
     else:
-        _validate_state(table_state, [k for k, _, _ in keyed])
-    held = cross_partition_position_deletes(table_state.partitions)
-
-    keyed.sort(key=operator.itemgetter(0))  # stable: as sorted(partitions, key=partition_order_key)
-    if partition_filter is not None:
-        keyed = [(k, p, h) for k, p, h in keyed if partition_filter(p.key)]
-
-    decisions: list[PartitionDecision] = []
-    texts: list[str | None] = []  # the decisions' canonical JSON where the cache has it
-    cands: list[Candidate] = []
-    if not policy.enabled:
-        table_says_off = str(table_state.properties.get(ENABLED, "")).strip().lower() == "false"
-        reason = DISABLED_BY_TABLE_PROPERTY if table_says_off else DISABLED_BY_RUN_PARAMETER
-        for order_key, p, _ in keyed:
-            a = _analyze(p, policy, order_key, global_deletes)
-            decisions.append(PartitionDecision(p.key, CompactionKind.NONE, reason, _metrics(a, CompactionKind.NONE)))
-    else:
-        by_clock = last_minor_at if policy.minor_interval_seconds > 0 else {}
-        entries = cache._entries if cache is not None else None
-        for order_key, p, hit in keyed:
-            since = None
-            if by_clock and p.key in by_clock:
-                since = (now - by_clock[p.key]).total_seconds()
-            is_held = bool(held) and p.key in held
-            if hit is not None and hit.decision is not None and since is None and not is_held:
-                decisions.append(hit.decision)  # the same state under the same policy: the same decision
-                texts.append(hit.decision_json)
-                if hit.candidate is not None:
-                    cands.append(hit.candidate)
-                if entries is not None:
-                    entries[id(p)] = hit
-                continue
-            a = hit.analysis if hit is not None else _analyze(p, policy, order_key, global_deletes)
-            cand: Candidate | None = None
-            if is_held:
-                d = PartitionDecision(p.key, CompactionKind.NONE, held[p.key], _metrics(a, CompactionKind.NONE))
-            else:
-                kind, reason, full = _decide(a, policy, mode, since)
-                d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full))
-                if kind is not CompactionKind.NONE:
-                    cand = _candidate(a, d)
-            decisions.append(d)
-            texts.append(None)
-            if cand is not None:
-                cands.append(cand)
-            if entries is not None:
-                state_only = since is None and not is_held
-                entries[id(p)] = _CachedPartition(p, a, d if state_only else None, cand if state_only else None)
-        if cache is not None:
-            cache.reused = sum(1 for _, _, hit in keyed if hit is not None)
+        decisions, digests, cands = _plan_partitions(table_state, policy, mode, now, partition_filter, by_clock, cache)
     tasks = plan_candidates(cands, policy)
 
     is_filter = isinstance(partition_filter, PartitionFilter)
@@ -875,14 +947,98 @@ def _plan(
     )
     if plan_id:
         return result
-    if cache is None or not texts:
-        return result.with_content_id()
-    # The canonical JSON of reused decisions is kept, of the others written (and kept) now.
-    entries = cache._entries
-    for i, (text, d) in enumerate(zip(texts, decisions)):
-        if text is None:
-            texts[i] = text = decision_json(d)
-            entry = entries.get(id(keyed[i][1]))
-            if entry is not None and entry.decision is d:
-                entry.decision_json = text
-    return replace(result, plan_id=result.content_id(decision_texts=texts))
+    return replace(result, plan_id=result.content_id(decision_digests=digests))
+
+
+def _plan_partitions(
+    table_state: TableState,
+    policy: CompactionPolicy,
+    mode: CompactionMode,
+    now: _dt.datetime,
+    partition_filter: Callable[[PartitionKey], bool] | None,
+    by_clock: Mapping[PartitionKey, _dt.datetime],
+    cache: PlanCache | None,
+) -> tuple[list[PartitionDecision], list[str | None], list[Candidate]]:
+    """Every partition's decision (in plan order), its digest where known, and the candidates for task planning;
+    with a cache, what it kept is reused by object identity and what this plan worked out is kept."""
+    # Built from every partition, before the filter: global equality deletes apply to filtered-out partitions too.
+    global_deletes = GlobalDeleteIndex.of(table_state.partitions)
+    reusable: dict[int, _CachedPartition] = {}
+    if cache is not None:
+        reusable = cache._begin((policy, mode, table_state.format_version),
+                                usable=policy.enabled and not global_deletes)
+    keyed: list[tuple[tuple[object, ...], int, PartitionState, _CachedPartition | None]] = []
+    for i, p in enumerate(table_state.partitions):
+        hit = reusable.get(id(p)) if reusable else None
+        if hit is not None and hit.state is p:
+            keyed.append((hit.analysis.order_key, i, p, hit))
+        else:
+            keyed.append((partition_order_key(p.key), i, p, None))
+    if cache is not None:
+        cache._validate(table_state)
+    else:
+        _validate_state(table_state, [k for k, _, _, _ in keyed])
+    named_elsewhere = _named_elsewhere(table_state.partitions)
+    held = _held_for(table_state.partitions, named_elsewhere)
+
+    keyed.sort(key=operator.itemgetter(0))  # stable: as sorted(partitions, key=partition_order_key)
+    if partition_filter is not None:
+        keyed = [item for item in keyed if partition_filter(item[2].key)]
+
+    decisions: list[PartitionDecision] = []
+    digests: list[str | None] = []
+    cands: list[Candidate] = []
+    if not policy.enabled:
+        table_says_off = str(table_state.properties.get(ENABLED, "")).strip().lower() == "false"
+        reason = DISABLED_BY_TABLE_PROPERTY if table_says_off else DISABLED_BY_RUN_PARAMETER
+        for order_key, _, p, _ in keyed:
+            a = _analyze(p, policy, order_key, global_deletes)
+            decisions.append(PartitionDecision(p.key, CompactionKind.NONE, reason, _metrics(a, CompactionKind.NONE)))
+            digests.append(None)
+        return decisions, digests, cands
+
+    # With a cache, what this plan works out is kept (by plan position: the in-place re-plan's record, when the
+    # whole table is planned and no partition depends on another's files).
+    keep = cache is not None and cache._context is not None
+    record = keep and partition_filter is None and not named_elsewhere
+    entries: list[_CachedPartition] = []
+    candidates_at: list[Candidate | None] = []
+    volatile: set[int] = set()
+    for pos, (order_key, _, p, hit) in enumerate(keyed):
+        since = _seconds_since(p.key, by_clock, now)
+        held_reason = held.get(p.key) if held else None
+        if hit is not None and hit.decision is not None and since is None and held_reason is None:
+            d, cand, digest, entry = hit.decision, hit.candidate, hit.digest, hit
+        else:
+            a = hit.analysis if hit is not None else _analyze(p, policy, order_key, global_deletes)
+            d, cand = _decide_partition(p, a, policy, mode, since, held_reason)
+            digest = None
+            state_only = since is None and held_reason is None
+            if not state_only:
+                volatile.add(pos)
+            entry = _CachedPartition(p, a, d if state_only else None, cand if state_only else None)
+        if keep:
+            if digest is None:
+                digest = decision_digest(d)
+                if entry.decision is d:
+                    entry.digest = digest
+            entries.append(entry)
+            candidates_at.append(cand)
+        decisions.append(d)
+        digests.append(digest)
+        if cand is not None:
+            cands.append(cand)
+    if cache is not None:
+        cache.reused = sum(1 for item in keyed if item[3] is not None)
+        if keep:
+            if record:
+                order = [i for _, i, _, _ in keyed]
+                position = [0] * len(order)
+                for pos, i in enumerate(order):
+                    position[i] = pos
+                cache._entries = None
+                cache._last = _LastPlan(table_state.partitions, order, position, entries, decisions,
+                                        [h for h in digests if h is not None], candidates_at, volatile)
+            else:
+                cache._entries = {id(e.state): e for e in entries}
+    return decisions, digests, cands

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import gc
+import itertools
 import operator
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
@@ -34,6 +35,7 @@ POSITION_DELETE_FILE_PATH_FIELD_ID = 2147483546
 _EPOCH = _dt.datetime(1970, 1, 1)
 _EPOCH_TZ = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _PATH = operator.attrgetter("path")
+_RAW_PARTITION = operator.itemgetter(3)  # the partition tuple of a manifest row (manifests.ROW_FIELDS)
 
 
 def to_internal(value: Any) -> PartitionScalar:
@@ -246,11 +248,13 @@ class TableStateCache:
 
     Manifests are immutable and a snapshot lists every live one (Iceberg spec, "Manifest Lists"), so between two
     snapshots the partitions whose live files can differ are exactly those with an entry in a manifest one list has
-    and the other has not. Those partitions are rebuilt from every manifest of the new list that holds them (in list
-    order, as a full build reads them); a rebuilt partition equal to its previous state keeps the previous object.
-    Everything else is the previous state's objects. A full build is done instead when the table, its schema's
-    column names, its partition specs, or its snapshots (one expired: entry times come from the snapshot list)
-    changed. Not thread-safe; one table per cache.
+    and the other has not. For each such partition the rows of its live entries, in list order, are compared with
+    the previous snapshot's: when a commit rewrote a manifest keeping most of its entries (a rewrite writes them
+    again as EXISTING, with their sequence numbers and snapshot ids), those partitions' rows are equal and they keep
+    their previous state object. The others are rebuilt from every manifest of the new list that holds them (in list
+    order, as a full build reads them). Everything else is the previous state's objects. A full build is done
+    instead when the table, its schema's column names, its partition specs, or its snapshots (one expired: entry
+    times come from the snapshot list) changed. Not thread-safe; one table per cache.
     """
 
     def __init__(self) -> None:
@@ -261,11 +265,14 @@ class TableStateCache:
     def _reset(self) -> None:
         self._context: tuple[Any, ...] | None = None
         self._manifests: dict[str, tuple[int, frozenset[tuple[Any, ...]]]] = {}  # path -> (spec id, raw partitions)
+        self._rows: dict[str, dict[tuple[Any, ...], list[Any]]] = {}  # path -> raw partition -> its rows
+        self._positions: dict[str, int] = {}  # path -> place in the manifest list
         self._holders: dict[RawPartition, set[str]] = {}  # raw partition -> manifest paths holding it
         self._keys: dict[RawPartition, PartitionKey] = {}
         self._raws: dict[PartitionKey, set[RawPartition]] = {}
         self._states: dict[PartitionKey, PartitionState] = {}
         self._ordered: tuple[PartitionState, ...] = ()
+        self._places: dict[PartitionKey, int] | None = None  # key -> index in _ordered, built when needed
         self._snapshot_ids: frozenset[int] = frozenset()
 
     def partitions(self, table: Table, snapshot: Any, spec_fields: dict[int, list[tuple[str, str, str]]],
@@ -282,41 +289,55 @@ class TableStateCache:
 
         removed = [p for p in self._manifests if p not in positions]
         added = [(p, m) for p, m in listed if p not in self._manifests]
-        touched: set[PartitionKey] = set()
+        builder = _Builder(spec_fields, snapshot_times, self._keys)
+        new_rows: dict[str, list[Any]] = {}
+        for path, manifest in added:
+            new_rows[path] = rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache)
+        touched_raws = {(self._manifests[path][0], raw) for path in removed for raw in self._manifests[path][1]}
+        touched_raws.update((m.partition_spec_id, row[3]) for path, m in added for row in new_rows[path])
+        # Each touched partition's rows as the previous snapshot listed them, before the bookkeeping changes.
+        old_positions, old_rows = self._positions, dict(self._rows)
+        before = {raw: [old_rows[path].get(raw[1], ()) for path in
+                        sorted(self._holders.get(raw, ()), key=old_positions.__getitem__)] for raw in touched_raws}
         for path in removed:
             spec_id, raws = self._manifests.pop(path)
+            del self._rows[path]
             for raw in raws:
-                holders = self._holders[(spec_id, raw)]
-                holders.discard(path)
-                touched.add(self._keys[(spec_id, raw)])
-        builder = _Builder(spec_fields, snapshot_times, self._keys)
-        rows_by_path: dict[str, list[Any]] = {}
+                self._holders[(spec_id, raw)].discard(path)
         for path, manifest in added:
-            rows = rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache)
-            rows_by_path[path] = rows
-            spec_id = manifest.partition_spec_id
-            raws = frozenset(row[3] for row in rows)
-            self._register(path, spec_id, raws, builder)
-            touched.update(self._keys[(spec_id, raw)] for raw in raws)
+            grouped = _by_partition(new_rows[path])
+            self._register(path, manifest.partition_spec_id, grouped, builder)
+        self._positions = positions
         self._snapshot_ids = snapshot_ids
-        if not touched:
+        if not touched_raws:
             return self._ordered
+
+        # A partition of one raw tuple whose rows, in list order, are the previous snapshot's is unchanged.
+        touched = {self._keys[raw] for raw in touched_raws}
+        rebuild: set[PartitionKey] = set()
+        for key in touched:
+            raws = self._raws.get(key, ())
+            if len(raws) == 1 and key in self._states:
+                (raw,) = raws
+                now = [self._rows[path].get(raw[1], ()) for path in
+                       sorted(self._holders.get(raw, ()), key=positions.__getitem__)]
+                if now == before.get(raw):
+                    continue
+            rebuild.add(key)
 
         # Which raw partitions to read from which manifest, read in list order.
         wanted: dict[str, set[tuple[Any, ...]]] = {}
-        for key in touched:
+        for key in rebuild:
             for spec_id, raw in self._raws.get(key, ()):
                 for path in self._holders.get((spec_id, raw), ()):
                     wanted.setdefault(path, set()).add(raw)
-        by_path = dict(listed)
         for path in sorted(wanted, key=positions.__getitem__):
-            rows = rows_by_path.get(path)
-            if rows is None:
-                rows = rows_of(table, by_path[path], bounds=BOUNDS_DELETES, cache=manifest_cache)
-            builder.add(self._manifests[path][0], rows, wanted[path])
+            grouped = self._rows[path]
+            builder.add(self._manifests[path][0], [row for raw in wanted[path] for row in grouped.get(raw, ())])
         rebuilt = {s.key: s for s in builder.states()}
         keys_changed = False
-        for key in touched:
+        changed: list[PartitionState] = []
+        for key in rebuild:
             new = rebuilt.get(key)
             old = self._states.get(key)
             if new is None:
@@ -332,17 +353,25 @@ class TableStateCache:
                 self._states[key] = new
             elif old != new:
                 self._states[key] = new
-        self.rebuilt_partitions = len(touched)
+                changed.append(new)
+        self.rebuilt_partitions = len(rebuild)
         if keys_changed:
             self._ordered = tuple(sorted(self._states.values(), key=_state_order))
-        else:
-            self._ordered = tuple(self._states[s.key] for s in self._ordered)
+            self._places = None
+        elif changed:
+            if self._places is None:
+                self._places = {s.key: i for i, s in enumerate(self._ordered)}
+            ordered = list(self._ordered)
+            for state in changed:
+                ordered[self._places[state.key]] = state
+            self._ordered = tuple(ordered)
         return self._ordered
 
-    def _register(self, path: str, spec_id: int, raws: frozenset[tuple[Any, ...]], builder: _Builder) -> None:
-        """Record that manifest ``path`` holds the raw partitions ``raws`` of spec ``spec_id``."""
-        self._manifests[path] = (spec_id, raws)
-        for raw in raws:
+    def _register(self, path: str, spec_id: int, grouped: dict[tuple[Any, ...], list[Any]], builder: _Builder) -> None:
+        """Record that manifest ``path`` holds ``grouped``: its live rows by raw partition of spec ``spec_id``."""
+        self._manifests[path] = (spec_id, frozenset(grouped))
+        self._rows[path] = grouped
+        for raw in grouped:
             self._holders.setdefault((spec_id, raw), set()).add(path)
             self._raws.setdefault(builder.key(spec_id, raw), set()).add((spec_id, raw))
 
@@ -355,12 +384,26 @@ class TableStateCache:
         for path, manifest in listed:
             rows = rows_of(table, manifest, bounds=BOUNDS_DELETES, cache=manifest_cache)
             spec_id = manifest.partition_spec_id
-            self._register(path, spec_id, frozenset(builder.add(spec_id, rows)), builder)
+            builder.add(spec_id, rows)
+            self._register(path, spec_id, _by_partition(rows), builder)
+        self._positions = {path: i for i, (path, _) in enumerate(listed)}
         self._ordered = builder.partitions()
         self._states = {s.key: s for s in self._ordered}
         self._context = context
         self._snapshot_ids = snapshot_ids
         return self._ordered
+
+
+def _by_partition(rows: list[Any]) -> dict[tuple[Any, ...], list[Any]]:
+    """A manifest's rows by raw partition tuple, each in file order (writers cluster a manifest by partition)."""
+    grouped: dict[tuple[Any, ...], list[Any]] = {}
+    for raw, run in itertools.groupby(rows, key=_RAW_PARTITION):
+        got = grouped.get(raw)
+        if got is None:
+            grouped[raw] = list(run)
+        else:
+            got.extend(run)
+    return grouped
 
 
 def _build(table: Table, manifests: Any, spec_fields: dict[int, list[tuple[str, str, str]]],
