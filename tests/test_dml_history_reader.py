@@ -7,12 +7,12 @@ from __future__ import annotations
 import datetime as dt
 
 from compaction.catalog import CatalogConfig
-from compaction.core.dml_history import dml_cadence, is_validating_dml
+from compaction.core.dml_history import dml_cadence, fails_dml_in_flight, is_validating_dml
 from compaction.core.plan import CompactionMode
 from compaction.core.posthoc import PLAN_PROPERTY
 from compaction.demo.workload import WorkloadSpec, generate
 from compaction.spark import jvm as J
-from compaction.spark.gate import _History
+from compaction.spark.gate import LANDING_DEFAULT_S, LANDING_SAMPLES, _History
 from icecompact_testing.inprocess import compact_in_process
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -50,4 +50,17 @@ def test_history_counts_the_dml_of_other_writers_not_appends_or_ours(  # type: i
     assert {v.operation for v in new} >= {"append"}
     assert any(v.summary.get(PLAN_PROPERTY) for v in new), "our MINOR's snapshot"
     assert not any(is_validating_dml(v) for v in new)
+    # A DML running across our commit would have failed: the gap it falls in says nothing about the DML's rhythm.
+    assert any(fails_dml_in_flight(v) for v in new) and not any(fails_dml_in_flight(v) for v in dml)
     assert dml_cadence(again) == cadence
+
+
+def test_a_commit_is_expected_to_land_as_slowly_as_the_slowest_recent_one() -> None:
+    history = _History()
+    assert history.landing_s() == LANDING_DEFAULT_S
+    history.landed(6.5)
+    history.landed(1.2)
+    assert history.landing_s() == 6.5
+    for _ in range(LANDING_SAMPLES):
+        history.landed(0.8)
+    assert history.landing_s() == 0.8  # only the recent ones count

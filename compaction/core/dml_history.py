@@ -8,13 +8,17 @@ when they commit: most DML jobs run on a cadence (a scheduled MERGE, a CDC batch
 ours that lands right after one of their commits, before the next has started, fails none of them.
 
 This module is the pure rule, fed the table's recent snapshots and a ``now``: which commits are row-level DML of
-another writer, their cadence, and whether a commit of ours landing in ``commit_in_s`` falls in the quiet part of
-the cycle (commit), in the part where a DML is likely running (wait for its commit, then commit), or whether no
-waiting helps (no cadence, DML back to back, or our rewrite outlasting the quiet part: commit).
+another writer, their cadence (the shortest recent gap between two of their commits that no commit failing a DML
+fell into: a DML failed by us is retried, so its gap is no measure of the writer's rhythm), and whether a commit of
+ours landing in ``commit_in_s`` falls in the quiet part of the cycle (commit), in the part where a DML is likely
+running (wait for its commit, then commit), or whether no waiting helps (no DML in the history, DML back to back,
+or our commit outlasting the quiet part: commit). A writer whose rhythm is not known yet gets our commits only right
+after its commits.
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -34,6 +38,7 @@ __all__ = [
     "decide_dml_window",
     "dml_cadence",
     "dml_duration_s",
+    "fails_dml_in_flight",
     "is_validating_dml",
 ]
 
@@ -49,8 +54,6 @@ _FLINK_JOB_ID = "flink.job-id"
 #: The summary keys the rule reads (an edge reading the history fetches only these).
 SUMMARY_KEYS = (*_DML_COUNTS, _FLINK_JOB_ID, PLAN_PROPERTY)
 
-#: A cadence needs at least two gaps.
-MIN_DML_COMMITS = 3
 #: The cadence of the most recent DML commits: a pipeline that changed its schedule is judged by its new one.
 RECENT_DML_COMMITS = 12
 #: No DML commit for this many typical gaps: the cadence has stopped, nothing is expected in flight.
@@ -62,6 +65,13 @@ DML_DURATION_FRACTION = 0.25
 DML_DURATION_MIN_S = 2.0
 #: Slack between our landing and the earliest expected start of the next DML (clocks, catalog latency).
 SAFETY_MARGIN_S = 1.0
+#: A DML writer whose rhythm is not known yet (one DML commit, or a commit of ours in every gap between them, which
+#: may have failed and delayed a DML): a commit of ours lands at most this long after its last DML commit ...
+UNKNOWN_RHYTHM_QUIET_S = 10.0
+#: ... or waits at most this long for its next one ...
+UNKNOWN_RHYTHM_MAX_WAIT_S = 90.0
+#: ... unless it has not committed for this long.
+UNKNOWN_RHYTHM_HORIZON_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -90,33 +100,49 @@ def is_validating_dml(snapshot: SnapshotView) -> bool:
     return any(_count(snapshot.summary, key) > 0 for key in _DML_COUNTS)
 
 
+def fails_dml_in_flight(snapshot: SnapshotView) -> bool:
+    """A commit that fails a merge-on-read DML running across it: a rewrite (``replace``: data files removed) or a
+    commit of ours (a MINOR's position deletes / DVs). A DML failed by one is retried later, so the gap between
+    its neighbouring DML commits says nothing about the writer's rhythm."""
+    return snapshot.operation == "replace" or bool(snapshot.summary.get(PLAN_PROPERTY))
+
+
 @dataclass(frozen=True)
 class DmlCadence:
-    """The table's recent DML commits: the last one, the typical gap between two and how much it varies."""
+    """The table's recent DML commits: the last one, the shortest and the typical gap between two and how much it
+    varies. ``gap_s`` is None when the rhythm is not known yet: one DML commit, or a commit failing DML in every
+    gap (the gap may be a DML retried because of it)."""
 
     last_at: float
-    gap_s: float
+    gap_s: float | None
+    typical_gap_s: float | None
     jitter_s: float
     commits: int
 
 
 def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
-    """``None`` when the history shows no cadence (fewer than :data:`MIN_DML_COMMITS` DML commits)."""
-    times = sorted(s.committed_at for s in snapshots if is_validating_dml(s))[-RECENT_DML_COMMITS:]
-    if len(times) < MIN_DML_COMMITS:
+    """``None`` when the history holds no DML commit of another writer."""
+    ordered = sorted(snapshots, key=lambda s: s.committed_at)
+    times = [s.committed_at for s in ordered if is_validating_dml(s)][-RECENT_DML_COMMITS:]
+    if not times:
         return None
-    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
-    gap = statistics.median(gaps)
-    if gap <= 0:
-        return None
-    # Twice the median absolute deviation: one retried DML (a doubled gap) does not widen it much.
-    jitter = min(0.5 * gap, 2.0 * statistics.median(abs(g - gap) for g in gaps))
-    return DmlCadence(last_at=times[-1], gap_s=gap, jitter_s=jitter, commits=len(times))
+    disrupting = [s.committed_at for s in ordered if fails_dml_in_flight(s)]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])
+            if later > earlier and bisect.bisect_right(disrupting, earlier) == bisect.bisect_left(disrupting, later)]
+    if not gaps:
+        return DmlCadence(last_at=times[-1], gap_s=None, typical_gap_s=None, jitter_s=0.0, commits=len(times))
+    typical = statistics.median(gaps)
+    # Twice the median absolute deviation: one late DML (a longer gap) does not widen it much.
+    jitter = min(0.5 * typical, 2.0 * statistics.median(abs(g - typical) for g in gaps))
+    # The shortest gap, not the typical one: a DML may start that soon after the last commit.
+    return DmlCadence(last_at=times[-1], gap_s=min(gaps), typical_gap_s=typical, jitter_s=jitter, commits=len(times))
 
 
 def dml_duration_s(cadence: DmlCadence, policy: CompactionPolicy) -> float:
     if policy.yield_dml_duration_seconds > 0:
         return float(policy.yield_dml_duration_seconds)
+    if cadence.gap_s is None:
+        return DML_DURATION_MIN_S
     return max(DML_DURATION_MIN_S, DML_DURATION_FRACTION * cadence.gap_s)
 
 
@@ -127,22 +153,34 @@ def decide_dml_window(cadence: DmlCadence | None, *, now: float, commit_in_s: fl
     ``cadence``: of the history read at ``now`` (a DML committed while we waited moves ``last_at``, which opens the
     next quiet part); ``waited_s``: how long this commit has waited for one."""
     if cadence is None:
-        return GateDecision(GateAction.COMMIT, "no DML cadence in the table's history")
-    gap = cadence.gap_s
+        return GateDecision(GateAction.COMMIT, "no DML commit in the table's recent history")
     since = max(0.0, now - cadence.last_at)  # another writer's clock may run ahead of ours
-    if since > STOPPED_AFTER_GAPS * gap + cadence.jitter_s:
+    lands_at = since + commit_in_s
+    if cadence.gap_s is None or cadence.typical_gap_s is None:
+        if since > UNKNOWN_RHYTHM_HORIZON_S:
+            return GateDecision(GateAction.COMMIT, f"the table's DML writers have not committed for {since:.0f} s")
+        if lands_at <= UNKNOWN_RHYTHM_QUIET_S:
+            return GateDecision(GateAction.COMMIT, f"lands {lands_at:.0f} s after the table's last DML commit (their "
+                                "rhythm is not known yet)")
+        return _wait_or_commit(min(float(policy.yield_max_wait_seconds), UNKNOWN_RHYTHM_MAX_WAIT_S), waited_s, poll_s,
+                               "a DML writer commits to this table, its rhythm not known yet", since)
+    gap, typical = cadence.gap_s, cadence.typical_gap_s
+    if since > STOPPED_AFTER_GAPS * typical + cadence.jitter_s:
         return GateDecision(GateAction.COMMIT, f"the table's DML writers have not committed for {since:.0f} s")
     duration = dml_duration_s(cadence, policy)
-    # The next DML is expected to commit ~gap after the last one and to have started ~duration before that.
-    quiet_until = gap - cadence.jitter_s - duration - SAFETY_MARGIN_S
-    rhythm = f"DML commits every ~{gap:.0f} s, each running ~{duration:.0f} s"
+    # The next DML may commit as soon as the shortest gap after the last one and start ~duration before that.
+    quiet_until = gap - duration - SAFETY_MARGIN_S
+    rhythm = f"DML commits every {gap:.0f}-{typical:.0f} s, each running ~{duration:.0f} s"
     if commit_in_s > quiet_until:
         return GateDecision(GateAction.COMMIT, f"no quiet window fits this commit ({rhythm}): waiting would not help")
-    lands_at = since + commit_in_s
     if lands_at <= quiet_until:
         return GateDecision(GateAction.COMMIT, f"lands {lands_at:.0f} s after the table's last DML commit, before the "
                             f"next is expected to start ({rhythm})")
-    max_wait = min(float(policy.yield_max_wait_seconds), gap + cadence.jitter_s)
+    return _wait_or_commit(min(float(policy.yield_max_wait_seconds), typical + cadence.jitter_s), waited_s, poll_s,
+                           rhythm, since)
+
+
+def _wait_or_commit(max_wait: float, waited_s: float, poll_s: float, rhythm: str, since: float) -> GateDecision:
     if waited_s >= max_wait:
         return GateDecision(GateAction.COMMIT_ANYWAY, f"committed after waiting {waited_s:.0f} s for a DML commit "
                             f"that did not come ({rhythm})")

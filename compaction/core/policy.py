@@ -227,7 +227,7 @@ YIELD_ON_TIMEOUT_DEFAULT = "skip"
 YIELD_DML_HISTORY = "compaction.yield.dml-history"
 YIELD_DML_HISTORY_DEFAULT = True
 #: How long the table's DML jobs run, from their start to their commit (the window in which a commit of ours fails
-#: them). ``auto`` (0): a quarter of the typical time between their commits, at least
+#: them). ``auto`` (0): a quarter of the shortest recent time between their commits, at least
 #: ``compaction.core.dml_history.DML_DURATION_MIN_S``.
 YIELD_DML_DURATION = "compaction.yield.dml-duration"
 YIELD_DML_DURATION_DEFAULT = 0

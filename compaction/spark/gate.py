@@ -34,6 +34,13 @@ from compaction.spark.validation import classify_java_error
 
 #: How far back the history is read for the DML cadence (snapshots; the walk also stops at enough DML commits).
 HISTORY_SNAPSHOTS_MAX = 1000
+#: How long a commit of ours takes from the window's decision to landing (Iceberg's commit: manifests written,
+#: validation, retries against concurrent commits), before one has been measured on the table ...
+LANDING_DEFAULT_S = 3.0
+#: ... and how many recent landings the estimate takes the longest of.
+LANDING_SAMPLES = 8
+#: Longer than the lease gate's ledger round trips: it waited for a writer.
+LEASE_GATE_ROUND_TRIP_S = 2.0
 
 
 @dataclass
@@ -65,6 +72,16 @@ class _History:
 
     views: dict[int, tuple[SnapshotView, int | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    landings: list[float] = field(default_factory=list)  # seconds from a window's decision to the commit, recent
+
+    def landing_s(self) -> float:
+        """How long the next commit is expected to take to land: the longest of the recent ones."""
+        with self.lock:
+            return max(self.landings) if self.landings else LANDING_DEFAULT_S
+
+    def landed(self, seconds: float) -> None:
+        with self.lock:
+            self.landings = [*self.landings, seconds][-LANDING_SAMPLES:]
 
     def recent(self, table: Any, *, refresh: bool) -> list[SnapshotView]:
         if refresh:
@@ -105,10 +122,10 @@ def _history_of(table_ref: str) -> _History:
     return _HISTORIES.setdefault(table_ref, _History())
 
 
-def _wait_for_dml_window(bound: _Bound, table: Any, what: str, commit_in_s: float) -> None:
-    """Hold work whose commit lands in ``commit_in_s`` until the history says no DML of another writer is likely in
-    flight then."""
-    history = _history_of(bound.table_ref)
+def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History) -> None:
+    """Hold a commit until the history says no DML of another writer is likely in flight when it lands (in about
+    as long as the table's recent commits of ours took)."""
+    commit_in_s = history.landing_s()
     started = time.monotonic()
     announced = False
     unreadable_since: float | None = None
@@ -155,10 +172,17 @@ def commit_window(what: str, *, table: Any = None) -> Iterator[None]:
     if bound is None:
         yield
         return
-    if table is not None and bound.policy.yield_dml_history:
-        _wait_for_dml_window(bound, table, what, 0.0)
+    timed = table is not None and bound.policy.yield_dml_history
+    history = _history_of(bound.table_ref)
+    if timed:
+        _wait_for_dml_window(bound, table, what, history)
+    decided = time.monotonic()
     with contextlib.ExitStack() as stack:
         if bound.gate is not None:
             stack.enter_context(bound.gate.commit_window(bound.table_ref, bound.policy, what))
+        # Time spent waiting for a writer's lease is no part of how long a commit takes to land.
+        leases_waited = time.monotonic() - decided > LEASE_GATE_ROUND_TRIP_S
         yield
+    if timed and not leases_waited:
+        history.landed(time.monotonic() - decided)
 

@@ -51,15 +51,57 @@ def test_only_row_level_dml_of_other_writers_counts() -> None:
 
 
 def test_cadence_of_the_recent_dml_commits() -> None:
-    assert dml_cadence(history(10, 40)) is None  # two commits: no cadence yet
+    assert dml_cadence(history(10, 40)[:-1]) is not None
+    assert dml_cadence([s for s in history(10) if not is_validating_dml(s)]) is None  # no DML: no cadence
+    one = dml_cadence(history(10))
+    assert one is not None and one.gap_s is None and one.last_at == 10  # a DML writer, its rhythm not known yet
+    two = dml_cadence(history(10, 40))
+    assert two is not None and two.gap_s == pytest.approx(30)
     cadence = dml_cadence(history(10, 42, 74, 105, 138))
     assert cadence is not None
     assert cadence.last_at == 138 and cadence.commits == 5
-    assert cadence.gap_s == pytest.approx(32)
+    assert cadence.gap_s == pytest.approx(31)  # the shortest gap: a DML may start that soon
+    assert cadence.typical_gap_s == pytest.approx(32)
     assert 0 < cadence.jitter_s <= 4
     # A pipeline that changed its schedule is judged by its recent commits.
     old_then_new = dml_cadence(history(*[i * 300.0 for i in range(6)], *[1500 + i * 20.0 for i in range(1, 13)]))
     assert old_then_new is not None and old_then_new.gap_s == pytest.approx(20)
+
+
+def ours(t: float) -> SnapshotView:
+    return snap(t, "replace", **{"deleted-data-files": "4", "added-data-files": "1"})
+
+
+def test_a_gap_with_a_commit_of_ours_in_it_is_no_measure_of_the_rhythm() -> None:
+    # The DML that should have committed at ~70 failed because a rewrite landed at 62 and was retried: 100.
+    retried = dml_cadence(sorted([*history(10, 40, 100, 130), ours(62)], key=lambda s: s.committed_at))
+    assert retried is not None and retried.gap_s == pytest.approx(30) and retried.typical_gap_s == pytest.approx(30)
+    # Every gap had one: the rhythm is not known, as with a single DML commit.
+    unknown = dml_cadence(sorted([*history(10, 70), ours(32)], key=lambda s: s.committed_at))
+    assert unknown is not None and unknown.gap_s is None and unknown.last_at == 70
+    mine = snap(50, "delete", **{"added-dvs": "5", PLAN_PROPERTY: "plan-1"})  # a MINOR of ours
+    assert dml_cadence(sorted([*history(10, 70), mine], key=lambda s: s.committed_at)).gap_s is None  # type: ignore[union-attr]
+
+
+def test_a_writer_whose_rhythm_is_unknown_gets_commits_right_after_its_commits_only() -> None:
+    one = dml_cadence(history(100))
+    assert one is not None
+    right_after = decide_dml_window(one, now=103, commit_in_s=3, waited_s=0, policy=POLICY)
+    assert right_after.action is GateAction.COMMIT and "not known yet" in right_after.reason
+    later = decide_dml_window(one, now=130, commit_in_s=3, waited_s=0, policy=POLICY)
+    assert later.action is GateAction.WAIT and later.retry_in_s == 1.0
+    overdue = decide_dml_window(one, now=220, commit_in_s=3, waited_s=90, policy=POLICY)
+    assert overdue.action is GateAction.COMMIT_ANYWAY
+    assert decide_dml_window(one, now=100 + 301, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    no_wait = CompactionPolicy.resolve({"compaction.yield.max-wait": "0"})
+    assert decide_dml_window(one, now=130, commit_in_s=3, waited_s=0, policy=no_wait).commits
+
+
+def test_the_time_our_commit_takes_to_land_counts() -> None:
+    cadence = dml_cadence(history(0, 40, 80, 120))  # quiet until 29 s after a DML commit
+    assert decide_dml_window(cadence, now=140, commit_in_s=2, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    slow = decide_dml_window(cadence, now=140, commit_in_s=12, waited_s=0, policy=POLICY)
+    assert slow.action is GateAction.WAIT
 
 
 def test_duration_is_a_fraction_of_the_gap_unless_the_policy_says() -> None:
@@ -89,6 +131,7 @@ def test_commits_in_the_quiet_part_of_the_cycle_waits_in_the_busy_part() -> None
 
 def test_never_waits_when_waiting_cannot_help() -> None:
     assert decide_dml_window(None, now=0, commit_in_s=0, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    assert dml_cadence(history(0, 40, 80, 120)) is not None
     cadence = dml_cadence(history(0, 40, 80, 120))
     stopped = decide_dml_window(cadence, now=120 + 3 * 40 + 1, commit_in_s=0, waited_s=0, policy=POLICY)
     assert stopped.action is GateAction.COMMIT and "have not committed" in stopped.reason
