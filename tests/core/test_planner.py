@@ -958,18 +958,31 @@ def test_property_plan_cache_gives_the_plan_from_scratch(seq: list[TableState], 
         assert cache.reused == len(kept)
 
 
-def test_plan_cache_reuses_unchanged_partitions_only() -> None:
+def test_plan_cache_reuses_unchanged_partitions_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compaction.core.planner as planner_module
+
+    decided: list[PartitionKey] = []
+    real_decide = planner_module._decide
+    monkeypatch.setattr(planner_module, "_decide", lambda a, *rest: (decided.append(a.key), real_decide(a, *rest))[1])
     a = part(key("EU"), [data("a1"), data("a2")], [eq("ea", records=3)])
     b = part(key("US"), [data("b1", records=1)], [pos("pb", ref="b1")])
     c = part(key("AP"), [data("c1", size=100), data("c2", size=100), data("c3", size=100)])
     cache = PlanCache()
     first = plan(table(a, b, c), POL, "auto", NOW, cache=cache)
-    assert cache.reused == 0
+    assert cache.reused == 0 and len(decided) == 3
     b2 = part(key("US"), [data("b1", records=1), data("b2")], [pos("pb", ref="b1")])
+    decided.clear()
     second = plan(table(a, b2, c), POL, "auto", NOW, cache=cache)
     assert cache.reused == 2  # a and c: the same objects
+    assert decided == [key("US")]  # the same keys in the same places: only the new object is decided
     assert second == plan(table(a, b2, c), POL, "auto", NOW)
     assert first.decision_for(key("EU")) is second.decision_for(key("EU"))
+    # A partition added: every partition is visited again, the unchanged ones keep their decisions.
+    d = part(key("SA"), [data("d1")])
+    decided.clear()
+    third = plan(table(a, b2, c, d), POL, "auto", NOW, cache=cache)
+    assert cache.reused == 3 and decided == [key("SA")]
+    assert third == plan(table(a, b2, c, d), POL, "auto", NOW)
     # Another policy: nothing is reused.
     plan(table(a, b2, c), dataclasses.replace(POL, major_small_file_count=9), "auto", NOW, cache=cache)
     assert cache.reused == 0
