@@ -76,6 +76,20 @@ class PartitionKey:
         # Deterministic ordering across mixed/None values: compare (is_null, type name, repr).
         return (self.spec_id, tuple((f.name, f.value is None, type(f.value).__name__, repr(f.value)) for f in self.fields))
 
+    # Keys index every per-partition map (the state, the plan, the caches): the hash is computed once per key.
+    # String hashes differ between processes, so the cached value is never pickled.
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.spec_id, self.fields))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
 
 @dataclass(frozen=True)
 class DataFileInfo:

@@ -770,10 +770,22 @@ class PlanCache:
                 return  # pragma: no cover - _validate_state found nothing
 
     def _revalidate(self, table: TableState) -> None:
-        self._validated, self._owners = {}, {}
-        _validate_state(table)
+        """Index every partition's identities (:func:`_identities`); one listed twice raises via
+        :func:`_validate_state`."""
+        owners: dict[object, int] = {}
+        listed = 0
+        for p in table.partitions:
+            pid = id(p)
+            owners[("key", p.key)] = pid
+            owners.update(dict.fromkeys([f.path for f in p.data_files], pid))
+            if p.delete_files:
+                owners.update(dict.fromkeys([(d.path, d.content_offset) for d in p.delete_files], pid))
+            listed += 1 + len(p.data_files) + len(p.delete_files)
+        if len(owners) != listed:
+            self._validated, self._owners = {}, {}
+            _validate_state(table)  # raises: a partition or file listed twice
         self._validated = {id(p): p for p in table.partitions}
-        self._owners = {item: id(p) for p in table.partitions for item in _identities(p)}
+        self._owners = owners
 
 
 def _identities(p: PartitionState) -> Iterable[object]:
@@ -867,7 +879,11 @@ def _replan_in_place(table_state: TableState, policy: CompactionPolicy, mode: Co
         validated.pop(id(before[i]), None)
     for i in changed:
         validated[id(parts[i])] = parts[i]
-    cache._exchange([before[i] for i in changed], [parts[i] for i in changed], table_state)
+    try:
+        cache._exchange([before[i] for i in changed], [parts[i] for i in changed], table_state)
+    except PlanningError:
+        cache._last, cache._entries = None, {}  # the next plan starts from scratch
+        raise
 
     position = last.position
     redo = {position[i] for i in changed}

@@ -386,6 +386,17 @@ def test_inconsistent_state_is_rejected() -> None:
         plan(table(part(key("A"), [data("x")]), part(key("B"), [data("x")])), POL, "auto", NOW)
     with pytest.raises(PlanningError, match="paired"):
         plan_tasks([(part(key("A"), [data("x")]), ev(part(key("B"), [data("y")])))], POL)
+    # With a cache: on the first plan, and on a re-plan in place whose new partition lists another's file.
+    cache = PlanCache()
+    with pytest.raises(PlanningError, match="data file x listed twice"):
+        plan(table(part(key("A"), [data("x")]), part(key("B"), [data("x")])), POL, "auto", NOW, cache=cache)
+    a, b = part(key("A"), [data("x")]), part(key("B"), [data("y")], [pos("d", ref="y")])
+    plan(table(a, b), POL, "auto", NOW, cache=cache)
+    with pytest.raises(PlanningError, match="data file x listed twice"):
+        plan(table(a, part(key("B"), [data("x")])), POL, "auto", NOW, cache=cache)
+    plan(table(a, b), POL, "auto", NOW, cache=cache)
+    with pytest.raises(PlanningError, match="delete file d listed twice"):
+        plan(table(part(key("A"), [data("x")], [pos("d", ref="x")]), b), POL, "auto", NOW, cache=cache)
 
 
 def test_empty_table_and_plan_metadata() -> None:
