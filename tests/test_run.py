@@ -58,6 +58,17 @@ def test_run_end_to_end_then_nothing_to_do(spark, sqlite_catalog: CatalogConfig,
     assert {c.snapshot_id for c in checks} >= {o.commit_snapshot_id for o in outcomes}
     assert all(c.source == "job" and c.result == "passed" and c.run_id == report.run_id for c in checks)
 
+    # Freshness replayed from the history and the ledger (the soak's measure): the workload's commits gave
+    # partitions work, and the run, planned after all of them, served the ones it compacted.
+    from icecompact_testing.freshness import crossings
+
+    fresh = crossings(sqlite_catalog, "e2e.t", ledger)
+    age = fresh["work_age"]
+    assert fresh["crossings"] >= 1 and fresh["served"] >= 1, fresh
+    assert age["changes"] >= fresh["crossings"] and age["served"] >= fresh["served"], age
+    assert age["served"] + age["unserved"] == age["changes"]
+    assert 0 < age["to_validated_p50_s"] <= age["to_validated_p95_s"], age
+
     # Second run: nothing to do, no Spark job started (metadata only), no post-hoc check either.
     def no_submit(*_a: object, **_k: object) -> None:
         raise AssertionError("spark-submit started by a run with nothing to do")

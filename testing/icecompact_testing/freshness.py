@@ -13,6 +13,9 @@ health events + the resident executor):
   commit snapshot, ``to_validated`` when its job reported it validated (the work item's end on the resident path,
   the outcome's recording otherwise);
 * crossings no compaction served before the end are counted apart (``unserved``), with how long ago they crossed;
+* a table that always has work (a writer adding deletes faster than a cycle clears them) never crosses, so the
+  *work age* is measured too: for every writer's snapshot, each partition it changed that then needed work, how long
+  until a compaction of ours that had seen it was validated (``work_age``; a crossing is one such commit);
 * where the time went (``profile_p50_s``): from the crossing until the serving run was planned (the watcher's poll,
   the event, Airflow starting the task; or waiting for the cron), in the queue, in the executor.
 """
@@ -30,6 +33,10 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: float | None = None,
@@ -56,6 +63,8 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
     open_crossings: dict[str, dict[str, Any]] = {}
     found: list[dict[str, Any]] = []
     previous_work: set[str] = set()
+    work_added: list[dict[str, Any]] = []  # (partition, writer snapshot) pairs that left the partition needing work
+    previous_states: dict[Any, Any] = {}
     for snap in chain:
         if since is not None and snap.timestamp_ms / 1000 < since - 60:
             continue  # before the window (a minute of lead to know what needed work at its start)
@@ -77,6 +86,14 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
             if label not in work:
                 del open_crossings[label]
         previous_work = set(work)
+        # The incremental state keeps the object of a partition no commit touched: a new object is a change.
+        if not ours and in_window:
+            for p in state.partitions:
+                label = p.key.label()
+                if label in work and previous_states.get(p.key) is not p:
+                    work_added.append({"partition": label, "t": snap.timestamp_ms / 1000,
+                                       "seq": seq[snap.snapshot_id]})
+        previous_states = {p.key: p for p in state.partitions}
 
     # Outcomes of ours that could serve a crossing: committed, with the time their validation ended.
     served_by: list[dict[str, Any]] = []
@@ -117,7 +134,17 @@ def crossings(catalog: CatalogConfig, table_name: str, ledger: Any, *, since: fl
             c["executor_s"] = round(s["validated_t"] - s["claimed_t"], 2)
         latencies_commit.append(c["to_commit_s"])
         latencies_validated.append(c["to_validated_s"])
+    ages, ages_unserved = [], 0
+    for w in work_added:
+        s = next((x for x in served_by if x["partition"] == w["partition"] and x["base_seq"] >= w["seq"]), None)
+        if s is None:
+            ages_unserved += 1
+        else:
+            ages.append(s["validated_t"] - w["t"])
     return {
+        "work_age": {"changes": len(work_added), "served": len(ages), "unserved": ages_unserved,
+                     "to_validated_p50_s": _round(_quantile(ages, 0.5)),
+                     "to_validated_p95_s": _round(_quantile(ages, 0.95))},
         "snapshots": len(chain), "crossings": len(found), "served": len(latencies_validated),
         "unserved_age_s": sorted(unserved),
         "to_commit_p50_s": _quantile(latencies_commit, 0.5), "to_commit_p95_s": _quantile(latencies_commit, 0.95),

@@ -586,6 +586,13 @@ def writer_summary(events: Sequence[Mapping[str, Any]], faults: Sequence[Mapping
     return out
 
 
+def _work_age(age: dict[str, Any] | None) -> str:
+    if not age:
+        return "not measured"
+    return (f"{age['changes']} partition changes, to our validated compaction p50 {age['to_validated_p50_s']} s, "
+            f"p95 {age['to_validated_p95_s']} s, unserved at the end {age['unserved']}")
+
+
 def _quantile(values: Sequence[float], q: float) -> float | None:
     if not values:
         return None
@@ -1197,7 +1204,8 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
             "figure": (f"{fresh.get('crossings')} commits gave a partition work; {fresh.get('served')} served: to our "
                        f"validated compaction p50 {p50} s, p95 {p95} s, max {fresh.get('to_validated_max_s')} s (to "
                        f"its commit p50 {fresh.get('to_commit_p50_s')} s, p95 {fresh.get('to_commit_p95_s')} s); "
-                       f"unserved at the end, crossed s ago: {fresh.get('unserved_age_s')}")}
+                       f"unserved at the end, crossed s ago: {fresh.get('unserved_age_s')}; every writer commit's "
+                       f"work (also where the partition already had work): {_work_age(fresh.get('work_age'))}")}
         goals["scan_median_1_5x_p90_2x"] = {
             "met": bool(ratios) and (_quantile(ratios, 0.5) or 9) <= 1.5 and (_quantile(ratios, 0.9) or 9) <= 2.0,
             "figure": (f"median {_quantile(ratios, 0.5):.2f}x, p90 {_quantile(ratios, 0.9):.2f}x"
