@@ -8,8 +8,8 @@ when they commit: most DML jobs run on a cadence (a scheduled MERGE, a CDC batch
 ours that lands right after one of their commits, before the next has started, fails none of them.
 
 This module is the pure rule, fed the table's recent snapshots and a ``now``: which commits are row-level DML of
-another writer, their cadence (the shortest recent gap between two of their commits that no commit failing a DML
-fell into: a DML failed by us is retried, so its gap is no measure of the writer's rhythm), and whether a commit of
+another writer, their cadence (the shortest recent gap between two of their commits in whose second half no commit
+failing a DML fell: a DML failed by us is retried, so its gap is no measure of the writer's rhythm), and whether a commit of
 ours landing in ``commit_in_s`` falls in the quiet part of the cycle (commit), in the part where a DML is likely
 running (wait for its commit, then commit), or whether no waiting helps (no DML in the history, DML back to back,
 or our commit outlasting the quiet part: commit). A writer whose rhythm is not known yet gets our commits only right
@@ -110,8 +110,8 @@ def fails_dml_in_flight(snapshot: SnapshotView) -> bool:
 @dataclass(frozen=True)
 class DmlCadence:
     """The table's recent DML commits: the last one, the shortest and the typical gap between two and how much it
-    varies. ``gap_s`` is None when the rhythm is not known yet: one DML commit, or a commit failing DML in every
-    gap (the gap may be a DML retried because of it)."""
+    varies. ``gap_s`` is None when the rhythm is not known yet: one DML commit, or a commit failing DML in the
+    second half of every gap (the gap may be a DML retried because of it)."""
 
     last_at: float
     gap_s: float | None
@@ -127,8 +127,12 @@ def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
     if not times:
         return None
     disrupting = [s.committed_at for s in ordered if fails_dml_in_flight(s)]
+    # A commit failing DML in the second half of a gap may have failed the DML that was to end it (retried later:
+    # a longer gap); one in the first half landed before the next DML started (a DML runs a quarter of a gap, as
+    # assumed below), as our commits timed by this rule do.
     gaps = [later - earlier for earlier, later in zip(times, times[1:])
-            if later > earlier and bisect.bisect_right(disrupting, earlier) == bisect.bisect_left(disrupting, later)]
+            if later > earlier and bisect.bisect_right(disrupting, (earlier + later) / 2)
+            == bisect.bisect_left(disrupting, later)]
     if not gaps:
         return DmlCadence(last_at=times[-1], gap_s=None, typical_gap_s=None, jitter_s=0.0, commits=len(times))
     typical = statistics.median(gaps)

@@ -76,11 +76,14 @@ def test_a_gap_with_a_commit_of_ours_in_it_is_no_measure_of_the_rhythm() -> None
     # The DML that should have committed at ~70 failed because a rewrite landed at 62 and was retried: 100.
     retried = dml_cadence(sorted([*history(10, 40, 100, 130), ours(62)], key=lambda s: s.committed_at))
     assert retried is not None and retried.gap_s == pytest.approx(30) and retried.typical_gap_s == pytest.approx(30)
-    # Every gap had one: the rhythm is not known, as with a single DML commit.
-    unknown = dml_cadence(sorted([*history(10, 70), ours(32)], key=lambda s: s.committed_at))
+    # Every gap had one in its second half: the rhythm is not known, as with a single DML commit.
+    unknown = dml_cadence(sorted([*history(10, 70), ours(52)], key=lambda s: s.committed_at))
     assert unknown is not None and unknown.gap_s is None and unknown.last_at == 70
     mine = snap(50, "delete", **{"added-dvs": "5", PLAN_PROPERTY: "plan-1"})  # a MINOR of ours
     assert dml_cadence(sorted([*history(10, 70), mine], key=lambda s: s.committed_at)).gap_s is None  # type: ignore[union-attr]
+    # Our commits timed right after each DML commit (what this rule makes them) leave the rhythm known.
+    timed = dml_cadence(sorted([*history(10, 40, 70, 100), ours(12), ours(43), ours(71)], key=lambda s: s.committed_at))
+    assert timed is not None and timed.gap_s == pytest.approx(30)
 
 
 def test_a_writer_whose_rhythm_is_unknown_gets_commits_right_after_its_commits_only() -> None:
