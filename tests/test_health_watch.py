@@ -52,8 +52,9 @@ def test_fires_on_the_commit_that_crosses_the_minor_trigger(spark, sqlite_catalo
         for n in (1, 2):  # two more fragment files in partition a: three, below the trigger
             spark.sql(f"INSERT INTO {ref} VALUES ({1000 + n}, 'a')")
             assert watcher.poll(at(n)) == [], f"fired after {n} append(s)\n" + "\n".join(lines)
-        # Only the manifests each commit wrote were decoded (the data manifest was read once, at the first poll).
-        assert watcher.cache.hits >= 2 and watcher.cache.misses - misses <= 2 * 2
+        # Only the manifests each commit wrote were decoded (the data manifest was read once, at the first poll;
+        # the table's state cache keeps its rows by partition, so it is not even taken from the cache again).
+        assert 1 <= watcher.cache.misses - misses <= 2 * 2
         spark.sql(f"INSERT INTO {ref} VALUES (1003, 'a')")
         events = watcher.poll(at(3))
         assert len(events) == 1, "\n".join(lines)
