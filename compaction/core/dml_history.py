@@ -65,8 +65,9 @@ DML_DURATION_FRACTION = 0.25
 DML_DURATION_MIN_S = 2.0
 #: Slack between our landing and the earliest expected start of the next DML (clocks, catalog latency).
 SAFETY_MARGIN_S = 1.0
-#: A DML writer whose rhythm is not known yet (one DML commit, or a commit of ours in every gap between them, which
-#: may have failed and delayed a DML): a commit of ours lands at most this long after its last DML commit ...
+#: A DML writer whose rhythm is not known yet (a commit failing DML in the second half of every gap between its
+#: commits: it may have failed and delayed a DML): a commit of ours lands at most this long after its last DML
+#: commit ...
 UNKNOWN_RHYTHM_QUIET_S = 10.0
 #: ... or waits at most this long for its next one ...
 UNKNOWN_RHYTHM_MAX_WAIT_S = 90.0
@@ -161,6 +162,9 @@ def decide_dml_window(cadence: DmlCadence | None, *, now: float, commit_in_s: fl
     since = max(0.0, now - cadence.last_at)  # another writer's clock may run ahead of ours
     lands_at = since + commit_in_s
     if cadence.gap_s is None or cadence.typical_gap_s is None:
+        if cadence.commits < 2:
+            # One DML commit is no sign of a writer that comes back (a one-off DELETE): waiting would only delay us.
+            return GateDecision(GateAction.COMMIT, "one DML commit in the table's recent history: no rhythm to time by")
         if since > UNKNOWN_RHYTHM_HORIZON_S:
             return GateDecision(GateAction.COMMIT, f"the table's DML writers have not committed for {since:.0f} s")
         if lands_at <= UNKNOWN_RHYTHM_QUIET_S:

@@ -87,8 +87,11 @@ def test_a_gap_with_a_commit_of_ours_in_it_is_no_measure_of_the_rhythm() -> None
 
 
 def test_a_writer_whose_rhythm_is_unknown_gets_commits_right_after_its_commits_only() -> None:
-    one = dml_cadence(history(100))
-    assert one is not None
+    single = dml_cadence(history(100))
+    assert single is not None  # a one-off DELETE: no writer to wait for
+    assert decide_dml_window(single, now=130, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    one = dml_cadence(sorted([*history(40, 100), ours(90)], key=lambda s: s.committed_at))
+    assert one is not None and one.gap_s is None
     right_after = decide_dml_window(one, now=103, commit_in_s=3, waited_s=0, policy=POLICY)
     assert right_after.action is GateAction.COMMIT and "not known yet" in right_after.reason
     later = decide_dml_window(one, now=130, commit_in_s=3, waited_s=0, policy=POLICY)
