@@ -9,11 +9,11 @@ ours that lands right after one of their commits, before the next has started, f
 
 This module is the pure rule, fed the table's recent snapshots and a ``now``: which commits are row-level DML of
 another writer, their cadence (the shortest recent gap between two of their commits in whose second half no commit
-failing a DML fell: a DML failed by us is retried, so its gap is no measure of the writer's rhythm), and whether a commit of
-ours landing in ``commit_in_s`` falls in the quiet part of the cycle (commit), in the part where a DML is likely
-running (wait for its commit, then commit), or whether no waiting helps (no DML in the history, DML back to back,
-or our commit outlasting the quiet part: commit). A writer whose rhythm is not known yet gets our commits only right
-after its commits.
+failing a DML fell: a DML failed by us is retried, so its gap is no measure of the writer's rhythm), and whether a
+commit of ours landing in ``commit_in_s`` falls in the quiet part of the cycle (commit), in the part where a DML is
+likely running (wait for its commit, then commit), or whether no waiting helps (no DML in the history, DML back to
+back, or our commit outlasting the quiet part: commit). A writer whose rhythm is not known yet gets our commits only
+right after its commits.
 """
 
 from __future__ import annotations

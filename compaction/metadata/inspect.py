@@ -296,9 +296,8 @@ class TableStateCache:
         touched_raws = {(self._manifests[path][0], raw) for path in removed for raw in self._manifests[path][1]}
         touched_raws.update((m.partition_spec_id, row[3]) for path, m in added for row in new_rows[path])
         # Each touched partition's rows as the previous snapshot listed them, before the bookkeeping changes.
-        old_positions, old_rows = self._positions, dict(self._rows)
-        before = {raw: [old_rows[path].get(raw[1], ()) for path in
-                        sorted(self._holders.get(raw, ()), key=old_positions.__getitem__)] for raw in touched_raws}
+        before = {raw: [self._rows[path].get(raw[1], ()) for path in
+                        sorted(self._holders.get(raw, ()), key=self._positions.__getitem__)] for raw in touched_raws}
         for path in removed:
             spec_id, raws = self._manifests.pop(path)
             del self._rows[path]
