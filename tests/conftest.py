@@ -50,6 +50,8 @@ SPARK_LINE_SMOKE = (
     "tests/test_maintenance.py::test_every_action_keeps_the_rows[3-True]",
     "tests/test_posthoc.py::test_a_job_killed_between_commit_and_check_is_checked_by_the_next_run",
     "tests/test_engines.py::test_engines_read_what_spark_reads_after_minor_and_major[311-v3]",
+    # Row-group copy: the shaded Parquet library and Iceberg's ParquetIO of each line's runtime.
+    "tests/test_row_group_copy.py::test_major_copies_clean_files_row_groups_and_decodes_the_rest_in_one_commit[3]",
 )
 
 

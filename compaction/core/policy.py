@@ -80,6 +80,10 @@ __all__ = [
     "MAJOR_SORT_COLUMNS_DEFAULT",
     "ONE_DV_PER_PUFFIN_FILE",
     "ONE_DV_PER_PUFFIN_FILE_DEFAULT",
+    "ROW_GROUP_COPY_ENABLED",
+    "ROW_GROUP_COPY_ENABLED_DEFAULT",
+    "ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES",
+    "ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES_DEFAULT",
     "YIELD_DML_DURATION",
     "YIELD_DML_DURATION_DEFAULT",
     "YIELD_DML_HISTORY",
@@ -208,6 +212,18 @@ MAJOR_SORT_COLUMNS_DEFAULT = ""
 #: v2.
 ONE_DV_PER_PUFFIN_FILE = "compaction.one-dv-per-puffin-file"
 ONE_DV_PER_PUFFIN_FILE_DEFAULT = False
+
+#: A MAJOR concatenates, at the Parquet row-group level, the files it would rewrite whose rows cannot change
+#: (no delete applies, current spec and schema, v3 row lineage written in the file; compaction.core.row_group_copy)
+#: instead of decoding and re-encoding them, in the same commit as the files it decodes.
+ROW_GROUP_COPY_ENABLED = "compaction.row-group-copy.enabled"
+ROW_GROUP_COPY_ENABLED_DEFAULT = True
+
+#: The smallest average compressed row-group size of a file whose row groups are copied. Copied row groups keep
+#: their size; Parquet writers (Iceberg's ``write.parquet.row-group-size-bytes``) default to 128 MiB, and a file of
+#: many small row groups scans slower than the full-size row groups the decoding rewrite writes.
+ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES = "compaction.row-group-copy.min-row-group-bytes"
+ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES_DEFAULT = 16 * 1024 * 1024
 
 #: How long a compaction commit waits for the table's announced writers (write leases, docs/operations.md "Writers
 #: and compaction") before ``compaction.yield.on-timeout`` applies. A merge-on-read DML fails when a compaction
@@ -423,6 +439,8 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("major_strategy", MAJOR_STRATEGY, _parse_strategy, _no_check),
     _Knob("major_sort_columns", MAJOR_SORT_COLUMNS, _parse_text, _no_check),
     _Knob("one_dv_per_puffin_file", ONE_DV_PER_PUFFIN_FILE, _parse_bool, _no_check),
+    _Knob("row_group_copy_enabled", ROW_GROUP_COPY_ENABLED, _parse_bool, _no_check),
+    _Knob("row_group_copy_min_row_group_bytes", ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES, _parse_int, _at_least(0)),
     _Knob("yield_max_wait_seconds", YIELD_MAX_WAIT, parse_duration, _at_least(0)),
     _Knob("yield_on_timeout", YIELD_ON_TIMEOUT, _parse_on_timeout, _no_check),
     _Knob("yield_dml_history", YIELD_DML_HISTORY, _parse_bool, _no_check),
@@ -503,6 +521,10 @@ class CompactionPolicy:
     major_sort_columns: str = MAJOR_SORT_COLUMNS_DEFAULT
     #: ``compaction.one-dv-per-puffin-file``: v3, every DV we write in a Puffin file of its own (reader compatibility).
     one_dv_per_puffin_file: bool = ONE_DV_PER_PUFFIN_FILE_DEFAULT
+    #: ``compaction.row-group-copy.enabled``: a MAJOR copies the row groups of files whose rows cannot change.
+    row_group_copy_enabled: bool = ROW_GROUP_COPY_ENABLED_DEFAULT
+    #: ``compaction.row-group-copy.min-row-group-bytes``: smallest average row group of a file copied that way.
+    row_group_copy_min_row_group_bytes: int = ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES_DEFAULT
     #: ``compaction.yield.max-wait``: seconds a commit waits for the table's write leases (0: does not wait).
     yield_max_wait_seconds: int = YIELD_MAX_WAIT_DEFAULT
     #: ``compaction.yield.on-timeout``: ``skip`` | ``commit`` once a commit waited ``yield.max-wait``.

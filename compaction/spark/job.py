@@ -46,10 +46,12 @@ from compaction.spark.group_reads import (
     read_own_rows,
 )
 from compaction.spark.major import (
+    NO_ROW_GROUP_COPY,
     find_tagged_snapshot,
     layout_for,
     new_tag,
     rewrite_partition,
+    row_group_copy_for,
     selection_for,
     selection_rewrites_nothing,
 )
@@ -233,7 +235,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             target_file_size_bytes=plan.policy.target_file_size_bytes,
             selection=None if selective is None else selection_for(plan.policy, selective),
             layout=layout_for(plan.policy, selective or "major"), remove_dangling=selective is None,
-            committed=commits)
+            committed=commits,
+            copy=row_group_copy_for(plan.policy) if (selective or "major") == "major" else NO_ROW_GROUP_COPY)
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:

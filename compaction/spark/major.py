@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from compaction.core.errors import CommitConflictError, CommitValidationError, ConfigError
 from compaction.core.model import DeleteContent
@@ -28,6 +28,7 @@ from compaction.core.posthoc import PLAN_PROPERTY as POSTHOC_PLAN_PROPERTY
 from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
 from compaction.spark.gate import commit_window
+from compaction.spark.row_group_copy import CopiedFile, RowGroupCopySettings, copy_eligible, delete_quietly
 from compaction.spark.partition_files import (
     PartitionFiles,
     _iterate,
@@ -41,6 +42,9 @@ from compaction.spark.partition_files import (
 )
 
 TASK_PROPERTY = "icecompact.task-attempt"
+NO_ROW_GROUP_COPY = RowGroupCopySettings(enabled=False, min_row_group_bytes=0)
+#: Snapshot summary of a rewrite that copied row groups: how many files went into how many new ones.
+ROW_GROUP_COPY_PROPERTY = "icecompact.row-group-copies"
 PLAN_PROPERTY = POSTHOC_PLAN_PROPERTY  # the post-hoc check finds our snapshots by it (compaction.core.posthoc)
 
 
@@ -317,6 +321,12 @@ def layout_for(policy: Any, kind: str) -> Layout:
     return Layout(policy.major_strategy, policy.sort_columns)
 
 
+def row_group_copy_for(policy: Any) -> RowGroupCopySettings:
+    """A MAJOR's row-group copy settings: the policy's ``compaction.row-group-copy.*``."""
+    return RowGroupCopySettings(enabled=bool(policy.row_group_copy_enabled),
+                                min_row_group_bytes=int(policy.row_group_copy_min_row_group_bytes))
+
+
 def _checked_columns(table: Any, layout: Layout) -> None:
     schema = table.schema()
     missing = [c.name for c in layout.columns if schema.findField(c.name) is None]
@@ -398,16 +408,22 @@ def _rewrite_action(spark: Any, table: Any, expression: Any, *, target_file_size
     return action.option("use-starting-sequence-number", "true").option("partial-progress.enabled", "false")
 
 
-def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int) -> list[Any]:
+def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
+                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY) -> tuple[list[Any], list[CopiedFile]]:
     """Plan ``action``'s file groups from ``base_id`` and write each group's new files, without committing: the
     action's own planner and runner (its ``init`` and ``rewriteFiles``), so every option means what it means to
-    ``CALL rewrite_data_files``. Each returned RewriteFileGroup holds its rewritten and added files; on a failure the
-    files written so far are deleted (never committed)."""
+    ``CALL rewrite_data_files``. Each returned RewriteFileGroup holds its rewritten and added files; ``copy``: the
+    planned files whose rows cannot change are concatenated at the row-group level instead (the returned copies),
+    the groups reduced to the rest. On a failure the files written so far are deleted (never committed)."""
     J.call_declared(spark, action, "init", J.jvm(spark).java.lang.Long.valueOf(int(base_id)))
-    plan = J.declared_field(action, "planner").plan()
+    planner = J.declared_field(action, "planner")
+    plan = planner.plan()
     if int(plan.totalGroupCount()) == 0:
-        return []
-    planned = list(_iterate(plan.groups()))
+        return [], []
+    planned, copies = copy_eligible(spark, table, plan, list(_iterate(plan.groups())), settings=copy,
+                                    planner=planner)
+    if not planned:
+        return [], copies
     # As the action: up to max-concurrent-file-group-rewrites groups at once (a group of partitions has one file
     # group per partition; one at a time would leave a cluster idle between small groups).
     workers = max(1, min(len(planned), int(J.declared_field(action, "maxConcurrentFileGroupRewrites"))))
@@ -424,19 +440,15 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int) -> list
     failed = [f.exception() for f in futures if f.exception() is not None]
     done = [f.result() for f in futures if f.exception() is None]
     if failed:
-        _delete_added_files(table, done)
+        _delete_added_files(table, done, copies)
         raise failed[0]  # type: ignore[misc]
-    return done
+    return done, copies
 
 
-def _delete_added_files(table: Any, groups: list[Any]) -> None:
-    io = table.io()
-    for group in groups:
-        for f in _iterate(group.addedFiles()):
-            try:
-                io.deleteFile(f.location())
-            except Exception:  # noqa: BLE001 - best effort: a file left is an orphan, never referenced
-                pass
+def _delete_added_files(table: Any, groups: list[Any], copies: Sequence[CopiedFile] = ()) -> None:
+    """Best effort: a file left is an orphan, never referenced."""
+    delete_quietly(table, [str(f.location()) for g in groups for f in _iterate(g.addedFiles())]
+                   + [str(c.added.location()) for c in copies])
 
 
 def _landed(table: Any, base_id: int, tag: str) -> int | None | bool:
@@ -463,7 +475,8 @@ _CLEANABLE_FAILURE = "org.apache.iceberg.exceptions.CleanableFailure"
 
 
 def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[Any], *, base_id: int,
-                    plan_id: str, tag: str, what: str = "file rewrite") -> int:
+                    plan_id: str, tag: str, what: str = "file rewrite",
+                    copies: Sequence[CopiedFile] = ()) -> int:
     """One RewriteFiles of ours for the rewritten groups and the delete files left dangling, validated from the
     rewrite's base and keeping its data sequence number (as Iceberg's RewriteDataFilesCommitManager commits a
     rewrite: ``validateFromSnapshot`` fails it when a delete was added since for a rewritten file; the new files
@@ -481,6 +494,13 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
             rewrite = rewrite.deleteFile(f)
         for f in _iterate(group.addedFiles()):
             rewrite = rewrite.addFile(f)
+    for copy in copies:
+        for f in copy.sources:
+            rewrite = rewrite.deleteFile(f)
+        rewrite = rewrite.addFile(copy.added)
+    if copies:
+        rewrite = rewrite.set(ROW_GROUP_COPY_PROPERTY,
+                              f"{sum(len(c.sources) for c in copies)} files into {len(copies)}")
     for d in _removed_deletes(groups, dangling).values():
         rewrite = rewrite.deleteFile(d)
     # The gate times the commit itself: a writer holding a lease goes first, and a commit is kept out of the
@@ -492,7 +512,7 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
             landed = _landed(table, base_id, tag)
             java = getattr(e, "java_exception", None)
             if landed is None and java is not None and J.is_instance(java, _CLEANABLE_FAILURE):
-                _delete_added_files(table, groups)  # definitely not on the table
+                _delete_added_files(table, groups, copies)  # definitely not on the table
             raise
     commit_id = find_tagged_snapshot(table, int(base_id), tag)
     if commit_id is None:
@@ -504,7 +524,8 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
 def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
                       plan_id: str, tag: str, selection: Selection | None = None,
                       layout: Layout = Layout(), remove_dangling: bool = False, covers_whole_table: bool = False,
-                      committed: list[int] | None = None) -> tuple[int, int, int]:
+                      committed: list[int] | None = None,
+                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY) -> tuple[int, int, int]:
     """Rewrite the partition's files as Iceberg's RewriteDataFiles plans and writes them, in one commit of ours;
     returns (rewritten data files, added data files, removed delete files). ``selection``: rewrite only the files it
     picks (None: every file with a delete, and the small files; under a clustering ``layout``, every data file of
@@ -518,25 +539,30 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     action = _rewrite_action(spark, table, expression, target_file_size_bytes=target_file_size_bytes,
                              selection=selection, layout=layout)
     _inject_fault("before-rewrite", spark)
-    groups = _rewritten_groups(spark, table, action, base_id)
+    # Row groups are copied only where the action's runner would write rows in no particular order: a plain
+    # bin-pack of a table without a sort order (a sort or z-order, or the table's order, reorders every row).
+    copies_allowed = layout.strategy == "binpack" and not bool(table.sortOrder().isSorted())
+    groups, copies = _rewritten_groups(spark, table, action, base_id, copy if copies_allowed else NO_ROW_GROUP_COPY)
     dangling: list[Any] = []
     try:
         if remove_dangling:
             rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
+            rewritten_paths |= {str(f.location()) for c in copies for f in c.sources}
             dangling = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table,
                                              removed_data=rewritten_paths)
     except Exception:
-        _delete_added_files(table, groups)
+        _delete_added_files(table, groups, copies)
         raise
-    if not groups and not dangling:
+    if not groups and not dangling and not copies:
         return 0, 0, 0
-    commit_id = _commit_rewrite(spark, table, groups, dangling, base_id=base_id, plan_id=plan_id, tag=tag)
+    commit_id = _commit_rewrite(spark, table, groups, dangling, base_id=base_id, plan_id=plan_id, tag=tag,
+                                copies=copies)
     if committed is not None:
         committed.append(commit_id)
     _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, dangling)
-    rewritten = sum(int(g.rewrittenFiles().size()) for g in groups)
-    added = sum(int(g.addedFiles().size()) for g in groups)
+    rewritten = sum(int(g.rewrittenFiles().size()) for g in groups) + sum(len(c.sources) for c in copies)
+    added = sum(int(g.addedFiles().size()) for g in groups) + len(copies)
     return rewritten, added, len(_removed_deletes(groups, dangling))
 
 
@@ -603,7 +629,8 @@ def new_tag() -> str:
 def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
                   plan_id: str, covers_whole_table: bool, before: PartitionFiles,
                   on_rewrite_commit: Callable[[int], None] | None = None,
-                  committed: list[int] | None = None, layout: Layout = Layout()) -> MajorOutcome:
+                  committed: list[int] | None = None, layout: Layout = Layout(),
+                  copy: RowGroupCopySettings = NO_ROW_GROUP_COPY) -> MajorOutcome:
     """One attempt: the rewrite and the removal of the delete files it leaves dangling, in one commit. Raises py4j
     errors from Iceberg (the caller classifies them). ``committed``: the caller's list of its snapshots, appended
     to as soon as the commit is on main (so that the caller can undo it if anything after fails, even before this
@@ -616,7 +643,7 @@ def major_compact(spark: Any, table: Any, expression: Any, *, target_file_size_b
     first = len(commits)
     rewritten, added, removed = rewrite_partition(
         spark, table, expression, target_file_size_bytes=target_file_size_bytes, plan_id=plan_id, tag=new_tag(),
-        layout=layout, remove_dangling=True, covers_whole_table=covers_whole_table, committed=commits)
+        layout=layout, remove_dangling=True, covers_whole_table=covers_whole_table, committed=commits, copy=copy)
     commits = commits[first:]
     if commits and on_rewrite_commit is not None:
         on_rewrite_commit(commits[-1])

@@ -1,0 +1,312 @@
+"""Row-group copy: the files of a planned rewrite whose rows cannot change (compaction.core.row_group_copy) are
+concatenated at the Parquet level (column chunks copied byte for byte with their column and offset indexes and bloom
+filters, no decoding) into new files of the target size, which the rewrite's commit adds in place of the sources.
+
+Runs in the driver JVM through Iceberg's FileIO (S3FileIO, HadoopFileIO, ...) and the Parquet library Iceberg's
+runtime ships (shaded). The copies are plain byte streams; a file's footer is read back before it is committed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from compaction.core.row_group_copy import CopyCandidate, CopyPlan, plan_row_group_copies
+from compaction.spark import jvm as J
+
+_LOG = logging.getLogger(__name__)
+
+_PARQUET = "org.apache.iceberg.shaded.org.apache.parquet"
+_PLAINTEXT_ENCRYPTION = "org.apache.iceberg.encryption.PlaintextEncryptionManager"
+#: Iceberg's reserved field ids of the v3 row-lineage columns (MetadataColumns.ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER).
+_ROW_ID_FIELD_ID = 2147483540
+_LAST_UPDATED_SEQ_FIELD_ID = 2147483539
+_LINEAGE_FIELD_IDS = frozenset({_ROW_ID_FIELD_ID, _LAST_UPDATED_SEQ_FIELD_ID})
+_COPY_THREADS = 4
+
+
+@dataclass(frozen=True)
+class RowGroupCopySettings:
+    """The policy's ``compaction.row-group-copy.*`` for one rewrite."""
+
+    enabled: bool
+    min_row_group_bytes: int
+
+
+@dataclass
+class CopiedFile:
+    """One new data file holding the row groups of ``sources`` (Java DataFiles), not yet committed."""
+
+    sources: list[Any]
+    added: Any
+
+
+class _Parquet:
+    """The shaded Parquet classes and Iceberg's package-private ``ParquetIO`` adapters, looked up once per call."""
+
+    def __init__(self, spark: Any, table: Any) -> None:
+        self.spark = spark
+        self.j = J.jvm(spark)
+        loader = table.getClass().getClassLoader()
+        parquet_io = self.j.java.lang.Class.forName("org.apache.iceberg.parquet.ParquetIO", True, loader)
+        self._file_in = self._file_out = None
+        for method in parquet_io.getDeclaredMethods():
+            params = [str(p.getName()) for p in method.getParameterTypes()]
+            if str(method.getName()) != "file" or len(params) != 1:
+                continue
+            method.setAccessible(True)
+            if params[0] == "org.apache.iceberg.io.InputFile":
+                self._file_in = method
+            elif params[0] == "org.apache.iceberg.io.OutputFile":
+                self._file_out = method
+        if self._file_in is None or self._file_out is None:
+            raise RuntimeError("this Iceberg runtime has no ParquetIO.file adapters")
+        self.hadoop = getattr(self.j, _PARQUET).hadoop
+
+    def _invoke(self, method: Any, arg: Any) -> Any:
+        argv = J.gateway(self.spark).new_array(self.j.java.lang.Object, 1)
+        argv[0] = arg
+        return method.invoke(None, argv)
+
+    def input_file(self, iceberg_input: Any) -> Any:
+        return self._invoke(self._file_in, iceberg_input)
+
+    def output_file(self, iceberg_output: Any) -> Any:
+        return self._invoke(self._file_out, iceberg_output)
+
+    def footer(self, iceberg_input: Any) -> Any:
+        no_filter = getattr(self.j, _PARQUET).format.converter.ParquetMetadataConverter.NO_FILTER
+        return self.hadoop.ParquetFileReader.readFooter(self.input_file(iceberg_input), no_filter)
+
+
+def _iterate(java_iterable: Any) -> list[Any]:
+    it, out = java_iterable.iterator(), []
+    while it.hasNext():
+        out.append(it.next())
+    return out
+
+
+class _SchemaCheck:
+    """Whether a file's Parquet schema holds exactly the table's current columns (field ids and primitive types),
+    cached per distinct Parquet schema."""
+
+    def __init__(self, spark: Any, table: Any) -> None:
+        self.j = J.jvm(spark)
+        type_util = self.j.org.apache.iceberg.types.TypeUtil
+        self._type_util = type_util
+        self._table_fields = type_util.indexById(table.schema().asStruct())
+        self._table_ids = {int(i) for i in _iterate(self._table_fields.keySet())}
+        self._cache: dict[str, bool] = {}
+
+    def matches(self, schema_key: str, message_type: Any) -> bool:
+        if schema_key not in self._cache:
+            self._cache[schema_key] = self._matches(message_type)
+        return self._cache[schema_key]
+
+    def _matches(self, message_type: Any) -> bool:
+        parquet_schema_util = self.j.org.apache.iceberg.parquet.ParquetSchemaUtil
+        if not parquet_schema_util.hasIds(message_type):
+            return False  # read by a name mapping: its columns are not known by id
+        fields = self._type_util.indexById(parquet_schema_util.convert(message_type).asStruct())
+        ids = {int(i) for i in _iterate(fields.keySet())} - _LINEAGE_FIELD_IDS
+        if ids != self._table_ids:
+            return False
+        for field_id in ids:
+            ours, theirs = self._table_fields.get(field_id).type(), fields.get(field_id).type()
+            if ours.isPrimitiveType() and not ours.equals(theirs):
+                return False
+            if ours.isPrimitiveType() != theirs.isPrimitiveType():
+                return False
+        return True
+
+
+def _keeps_row_lineage(footer: Any, message_type: Any) -> bool:
+    """v3: whether every row group holds ``_row_id`` and ``_last_updated_sequence_number`` for every row (no null:
+    a null takes its value from the file, which a copy changes)."""
+    names = set()
+    for column in _iterate(message_type.getFields()):
+        if column.getId() is not None and int(column.getId().intValue()) in _LINEAGE_FIELD_IDS:
+            names.add(str(column.getName()))
+    if len(names) != 2:
+        return False
+    for block in _iterate(footer.getBlocks()):
+        rows = int(block.getRowCount())
+        for chunk in _iterate(block.getColumns()):
+            if str(chunk.getPath().toDotString()) not in names:
+                continue
+            stats = chunk.getStatistics()
+            if stats is None or not stats.isNumNullsSet() or int(stats.getNumNulls()) != 0:
+                return False
+            if int(chunk.getValueCount()) != rows:
+                return False
+    return True
+
+
+def _candidates(spark: Any, table: Any, parquet: _Parquet, schema_check: _SchemaCheck, tasks: list[Any],
+                output_spec_id: int, format_version: int) -> tuple[list[CopyCandidate], dict[str, Any]]:
+    """The group's files as copy candidates (their footers read only when nothing else rules them out)."""
+    io = table.io()
+    candidates: list[CopyCandidate] = []
+    footers: dict[str, Any] = {}
+    for task in tasks:
+        f = task.file()
+        path, size = str(f.location()), int(f.fileSizeInBytes())
+        has_deletes = int(task.deletes().size()) > 0
+        on_spec = int(f.specId()) == output_spec_id
+        is_parquet = str(f.format().name()) == "PARQUET"
+        row_groups = row_group_bytes = 0
+        schema_key, matches, lineage = "", False, format_version < 3
+        if is_parquet and not has_deletes and on_spec:
+            try:
+                footer = parquet.footer(io.newInputFile(path, size))
+            except Exception as e:  # noqa: BLE001 - the decoding rewrite reads the file and reports what fails
+                _LOG.info("row-group copy: footer of %s not read (%s); decoding it", path, type(e).__name__)
+            else:
+                message_type = footer.getFileMetaData().getSchema()
+                schema_key = str(message_type.toString())
+                blocks = _iterate(footer.getBlocks())
+                row_groups = len(blocks)
+                row_group_bytes = sum(int(b.getCompressedSize()) for b in blocks)
+                matches = schema_check.matches(schema_key, message_type)
+                if format_version >= 3:
+                    lineage = _keeps_row_lineage(footer, message_type)
+                footers[path] = footer
+        candidates.append(CopyCandidate(
+            path=path, size_bytes=size, row_groups=row_groups, row_group_bytes=row_group_bytes,
+            schema_key=schema_key, has_deletes=has_deletes, on_output_spec=on_spec and is_parquet,
+            matches_current_schema=matches, keeps_row_lineage=lineage))
+    return candidates, footers
+
+
+def _copy(spark: Any, table: Any, parquet: _Parquet, sources: list[Any], footers: dict[str, Any]) -> Any:
+    """Concatenate the row groups of ``sources`` (same partition, spec and Parquet schema) into one new data file;
+    returns its DataFile. The new file is deleted if anything fails before it is returned."""
+    j = J.jvm(spark)
+    io = table.io()
+    first = sources[0]
+    spec = table.specs().get(first.specId())
+    name = f"00000-0-{uuid.uuid4()}-rgcopy-00001.parquet"
+    location = str(table.locationProvider().newDataLocation(spec, first.partition(), name))
+    first_footer = footers[str(first.location())]
+    message_type = first_footer.getFileMetaData().getSchema()
+    mode = parquet.hadoop.ParquetFileWriter.Mode.CREATE
+    writer = parquet.hadoop.ParquetFileWriter(parquet.output_file(io.newOutputFile(location)), message_type, mode,
+                                              j.java.lang.Long.MAX_VALUE, 0)
+    try:
+        writer.start()
+        read_options = getattr(j, _PARQUET).ParquetReadOptions.builder().build()
+        expected_rows = expected_groups = 0
+        for source in sources:
+            source_input = parquet.input_file(io.newInputFile(str(source.location()), int(source.fileSizeInBytes())))
+            stream = source_input.newStream()
+            reader = parquet.hadoop.ParquetFileReader.open(source_input, footers[str(source.location())],
+                                                           read_options, stream)
+            try:
+                for block in _iterate(reader.getRowGroups()):
+                    writer.startBlock(block.getRowCount())
+                    for chunk in _iterate(block.getColumns()):
+                        descriptor = message_type.getColumnDescription(chunk.getPath().toArray())
+                        writer.appendColumnChunk(descriptor, stream, chunk, reader.readBloomFilter(chunk),
+                                                 reader.readColumnIndex(chunk), reader.readOffsetIndex(chunk))
+                    writer.endBlock()
+                    expected_rows += int(block.getRowCount())
+                    expected_groups += 1
+            finally:
+                reader.close()
+        writer.end(first_footer.getFileMetaData().getKeyValueMetaData())
+        # Read the new file's footer back from storage: what readers will see, and where its metrics come from.
+        new_input = io.newInputFile(location)
+        length = int(new_input.getLength())
+        footer = parquet.footer(io.newInputFile(location, length))
+        blocks = _iterate(footer.getBlocks())
+        rows = sum(int(b.getRowCount()) for b in blocks)
+        if rows != expected_rows or len(blocks) != expected_groups:
+            raise RuntimeError(f"row-group copy {location}: read back {rows} rows in {len(blocks)} row groups, "
+                               f"wrote {expected_rows} in {expected_groups}")
+        iceberg_parquet = j.org.apache.iceberg.parquet.ParquetUtil
+        metrics = iceberg_parquet.footerMetrics(footer, j.java.util.stream.Stream.empty(),
+                                                j.org.apache.iceberg.MetricsConfig.forTable(table))
+        return (j.org.apache.iceberg.DataFiles.builder(spec).withPath(location)
+                .withFormat(j.org.apache.iceberg.FileFormat.PARQUET).withPartition(first.partition())
+                .withFileSizeInBytes(length).withMetrics(metrics)
+                .withSplitOffsets(iceberg_parquet.getSplitOffsets(footer)).build())
+    except Exception:
+        try:
+            writer.abort() if hasattr(writer, "abort") else None
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+        delete_quietly(table, [location])
+        raise
+
+
+def delete_quietly(table: Any, locations: list[str]) -> None:
+    io = table.io()
+    for location in locations:
+        try:
+            io.deleteFile(location)
+        except Exception:  # noqa: BLE001 - a file left is an orphan, never referenced
+            pass
+
+
+def copy_eligible(spark: Any, table: Any, plan: Any, groups: list[Any], *, settings: RowGroupCopySettings,
+                  planner: Any) -> tuple[list[Any], list[CopiedFile]]:
+    """Split the planned rewrite ``groups``: the files whose row groups are copied are copied now; returns the
+    groups left to decode (a group reduced to its other files, or dropped when none is left) and the copies. On
+    a failure every copy written is deleted."""
+    if not settings.enabled or not groups:
+        return groups, []
+    if not J.is_instance(table.encryption(), _PLAINTEXT_ENCRYPTION):
+        return groups, []  # an encrypted table's files are not copied byte for byte
+    parquet = _Parquet(spark, table)
+    schema_check = _SchemaCheck(spark, table)
+    format_version = int(J.jvm(spark).org.apache.iceberg.TableUtil.formatVersion(table))
+    decode: list[Any] = []
+    work: list[tuple[list[Any], dict[str, Any]]] = []
+    for group in groups:
+        tasks = _iterate(group.fileScanTasks())
+        candidates, footers = _candidates(spark, table, parquet, schema_check, tasks, int(group.outputSpecId()),
+                                          format_version)
+        copy_plan: CopyPlan = plan_row_group_copies(
+            candidates, target_file_size_bytes=int(group.maxOutputFileSize()),
+            min_row_group_bytes=settings.min_row_group_bytes)
+        if not copy_plan.outputs:
+            decode.append(group)
+            continue
+        by_path = {str(t.file().location()): t for t in tasks}
+        for output in copy_plan.outputs:
+            work.append(([by_path[p].file() for p in output], footers))
+        if copy_plan.decoded:
+            decode.append(_reduced_group(spark, group, planner, [by_path[p] for p in copy_plan.decoded]))
+    copies: list[CopiedFile] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=_COPY_THREADS, thread_name_prefix="rg-copy") as pool:
+        futures = [pool.submit(_copy, spark, table, parquet, sources, footers) for sources, footers in work]
+        concurrent.futures.wait(futures)
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    for (sources, _), future in zip(work, futures):
+        if future.exception() is None:
+            copies.append(CopiedFile(sources=sources, added=future.result()))
+    if failed:
+        delete_quietly(table, [str(c.added.location()) for c in copies])
+        raise failed[0]  # type: ignore[misc]
+    if copies:
+        _LOG.info("row-group copy: %d files copied into %d (no decoding), %d groups left to decode",
+                  sum(len(c.sources) for c in copies), len(copies), len(decode))
+    return decode, copies
+
+
+def _reduced_group(spark: Any, group: Any, planner: Any, tasks: list[Any]) -> Any:
+    """``group`` with only ``tasks``: the same file group info, output spec and size limit, its input split size
+    and expected output file count recomputed by the action's planner for the smaller input."""
+    j = J.jvm(spark)
+    task_list = j.java.util.ArrayList()
+    for t in tasks:
+        task_list.add(t)
+    input_size = sum(int(t.file().fileSizeInBytes()) for t in tasks)
+    boxed = j.java.lang.Long.valueOf(input_size)
+    split_size = int(J.call_declared(spark, planner, "inputSplitSize", boxed))
+    expected = int(J.call_declared(spark, planner, "expectedOutputFiles", boxed))
+    return j.org.apache.iceberg.actions.RewriteFileGroup(group.info(), task_list, int(group.outputSpecId()),
+                                                          int(group.maxOutputFileSize()), split_size, expected)
