@@ -105,6 +105,13 @@ class BulkSpec:
     position_delete_every: int = 4  # a position-delete commit after every N-th round (0: none)
     position_delete_fraction: float = 0.005  # rows of segment files deleted by each position-delete commit
     payload_chars: tuple[int, int] = (100, 400)
+    #: Updates, deletes and position deletes only hit rows the stream wrote (fragment files): the segments carry no
+    #: delete (equality deletes are ruled out for them by the key column's bounds), as a streaming table's large
+    #: files usually do.
+    deletes_in_fragments_only: bool = False
+    #: v3: the segment files hold the row-lineage columns (``_row_id``, ``_last_updated_sequence_number``) for every
+    #: row, as the files an earlier compaction wrote do.
+    segment_row_lineage: bool = False
 
     def __post_init__(self) -> None:
         if self.format_version not in (2, 3):
@@ -119,6 +126,8 @@ class BulkSpec:
                 raise ValueError(f"{name} must be within [0, 0.2], not {value}")
         if self.position_delete_every < 0:
             raise ValueError("position_delete_every must be >= 0")
+        if self.segment_row_lineage and self.format_version < 3:
+            raise ValueError("segment_row_lineage needs format_version 3 (row lineage)")
         low, high = self.payload_chars
         if not 1 <= low <= high <= 4096:
             raise ValueError("payload_chars must be (low, high) with 1 <= low <= high <= 4096")
@@ -431,6 +440,8 @@ class BulkGenerator:
             rng = np.random.default_rng([spec.seed, 4, p, s])
             rows = self._rows(rng, np.arange(first_id, first_id + rows_per_segment, dtype=np.int64), FIRST_DAY + p, 0,
                               self.schema)
+            if spec.segment_row_lineage:
+                rows = _with_row_lineage(rows, first_id - 1, LINEAGE_BASE_SEQUENCE_NUMBER)
             payload, offsets = self._encode(rows)
             location = self._new_location(jtable, p, f"segment-{p:03d}-{s:03d}")
             self.writer.write(location, payload)
@@ -448,6 +459,9 @@ class BulkGenerator:
             self.stats["segment_bytes"] += size
         append.commit()
         self.stats["commits"] += 1
+
+    def _segment_mask(self) -> np.ndarray:
+        return self.np.array([f.kind == "segment" for f in self.files], dtype=bool)
 
     def _kill(self, part: _Partition, chosen: np.ndarray) -> None:
         """Mark the live versions at ``chosen`` (indexes into the partition's arrays) dead in their files."""
@@ -484,7 +498,15 @@ class BulkGenerator:
             n_upd = min(n_live, round(spec.update_fraction * part.base_rows))
             n_del = min(n_live - n_upd, round(spec.delete_fraction * part.base_rows))
             n_new = round(spec.insert_fraction * part.base_rows)
-            chosen = rng.choice(n_live, n_upd + n_del, replace=False) if n_upd + n_del else np.empty(0, np.int64)
+            if spec.deletes_in_fragments_only:
+                streamed = np.flatnonzero(~self._segment_mask()[part.file])
+                n_upd = min(n_upd, len(streamed))
+                n_del = min(n_del, len(streamed) - n_upd)
+                chosen = (rng.choice(streamed, n_upd + n_del, replace=False) if n_upd + n_del
+                          else np.empty(0, np.int64))
+            else:
+                chosen = (rng.choice(n_live, n_upd + n_del, replace=False) if n_upd + n_del
+                          else np.empty(0, np.int64))
             updated, deleted = chosen[:n_upd], chosen[n_upd:]
             eq_ids = np.sort(part.ids[chosen])
             new_ids = np.arange(self.next_id, self.next_id + n_new, dtype=np.int64)
@@ -530,7 +552,9 @@ class BulkGenerator:
 
         np, spec = self.np, self.spec
         rng = np.random.default_rng([spec.seed, 6, round_])
-        is_segment = np.array([f.kind == "segment" for f in self.files])
+        is_segment = self._segment_mask()
+        if spec.deletes_in_fragments_only:
+            is_segment = ~is_segment  # the "DELETE" hits rows the stream wrote
         positions: dict[str, list[int]] = {}
         data_files: dict[str, Any] = {}
         for p in range(spec.partitions - spec.streamed_partitions, spec.partitions):
@@ -574,6 +598,28 @@ class BulkGenerator:
         self.stats["position_delete_commits"] += 1
         self.stats["position_delete_files"] += len(new_files)
         self.stats["position_delete_bytes"] += sum(size for _, size in sizes)
+
+
+#: Iceberg's reserved field ids of the v3 row-lineage columns (MetadataColumns.ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER).
+ROW_ID_FIELD_ID = 2147483540
+LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID = 2147483539
+#: The sequence number of the generator's first commit (the segments' append), the last update of their rows.
+LINEAGE_BASE_SEQUENCE_NUMBER = 1
+
+
+def _with_row_lineage(rows: pa.Table, first_row_id: int, sequence_number: int) -> pa.Table:
+    """``rows`` with ``_row_id`` = ``first_row_id`` + position and ``_last_updated_sequence_number`` written. The
+    segments' ids (key - 1) cover exactly the row ids [0, rows of the base) that the base append advances the table's
+    ``next-row-id`` past, so no row id is assigned twice."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = rows.num_rows
+    row_id = pa.field("_row_id", pa.int64(), metadata={b"PARQUET:field_id": str(ROW_ID_FIELD_ID).encode()})
+    seq = pa.field("_last_updated_sequence_number", pa.int64(),
+                   metadata={b"PARQUET:field_id": str(LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID).encode()})
+    rows = rows.append_column(row_id, pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64)))
+    return rows.append_column(seq, pa.array(np.full(n, sequence_number, dtype=np.int64)))
 
 
 def table_properties(spec: BulkSpec) -> dict[str, str]:
