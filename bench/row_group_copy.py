@@ -95,6 +95,21 @@ class TableRun:
                        f"metadata_file => '{self.metadata_file}')").collect()
         return name
 
+    def drop_clone(self, name: str) -> None:
+        """Delete the files the clone's own commits added (never the base's, which every clone shares) and
+        unregister it: at l each contender writes ~2 GB."""
+        from compaction.spark import jvm as J
+
+        table = J.load_table(self.spark, self.ref(name))
+        io = table.io()
+        for snapshot in table.snapshots():
+            if int(snapshot.snapshotId()) in self.base_snapshots:
+                continue
+            for files in (snapshot.addedDataFiles(io), snapshot.addedDeleteFiles(io)):
+                for f in files:
+                    io.deleteFile(str(f.location()))
+        self.spark.sql(f"DROP TABLE {self.ref(name)}")  # no PURGE: the base's files stay
+
     def call(self, name: str) -> dict[str, Any]:
         options = {"delete-file-threshold": "1", "remove-dangling-deletes": "true",
                    "use-starting-sequence-number": "true", "target-file-size-bytes": str(self.target)}
@@ -170,7 +185,9 @@ class TableRun:
         result = generate_bulk(self.spark, self.catalog_cfg, f"{NAMESPACE}.base_{self.size}_v{self.format_version}",
                                spec, replace=True, log=self.log)
         base = f"base_{self.size}_v{self.format_version}"
-        self.metadata_file = self.catalog_cfg.load().load_table((NAMESPACE, base)).metadata_location
+        base_table = self.catalog_cfg.load().load_table((NAMESPACE, base))
+        self.metadata_file = base_table.metadata_location
+        self.base_snapshots = {s.snapshot_id for s in base_table.snapshots()}
         build_s = time.perf_counter() - t0
         _, reference = full_scan(self.spark, self.ref(base))
         if reference[0] != result.live_rows:
@@ -180,8 +197,10 @@ class TableRun:
         self.log(f"base: {int(base_files['n'])} data files, {int(base_files['b']) / MIB:.0f} MiB; target "
                  f"{self.target / MIB:.0f} MiB")
         # Untimed warm-up on throwaway clones: JIT and class loading land on no contender.
-        self.call(self.clone("warm_call"))
-        self.ours(self.clone("warm_ours"), True)
+        for warm, run in (("warm_call", self.call), ("warm_ours", lambda n: self.ours(n, True))):
+            name = self.clone(warm)
+            run(name)
+            self.drop_clone(name)
         samples: dict[str, list[float]] = {c: [] for c in CONTENDERS}
         work: dict[str, dict[str, Any]] = {}
         last: dict[str, str] = {}
@@ -196,6 +215,8 @@ class TableRun:
                     raise BenchmarkError(f"{contender}: clone {name} reads {check}, the base {reference}")
                 samples[contender].append(elapsed)
                 work[contender] = {**info, **self.summary_of(name)}
+                if contender in last:
+                    self.drop_clone(last[contender])
                 last[contender] = name
                 self.log(f"{contender:<13} {elapsed:7.2f} s  {work[contender]}")
         # pyiceberg cannot read the base (equality deletes): every reader's read of our clones is compared with its
@@ -219,6 +240,8 @@ class TableRun:
             for contender in rotated(list(scan_samples), r):
                 elapsed, _ = full_scan(self.spark, self.ref(last[contender]))
                 scan_samples[contender].append(elapsed)
+        for name in last.values():
+            self.drop_clone(name)
         med = {c: statistics.median(v) for c, v in samples.items()}
         scan_med = {c: statistics.median(v) for c, v in scan_samples.items()}
         ratios = {

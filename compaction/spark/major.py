@@ -420,10 +420,25 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
     plan = planner.plan()
     if int(plan.totalGroupCount()) == 0:
         return [], []
-    planned, copies = copy_eligible(spark, table, plan, list(_iterate(plan.groups())), settings=copy,
-                                    planner=planner)
+    planned, pending = copy_eligible(spark, table, list(_iterate(plan.groups())), settings=copy, planner=planner)
+    try:
+        done = _rewrite_groups(spark, table, action, plan, planned)
+    except BaseException:
+        pending.discard()
+        raise
+    try:
+        copies = pending.result()
+    except Exception:
+        _delete_added_files(table, done)
+        raise
+    return done, copies
+
+
+def _rewrite_groups(spark: Any, table: Any, action: Any, plan: Any, planned: list[Any]) -> list[Any]:
+    """Each planned group's new files written by the action's runner; on a failure the files written so far are
+    deleted and the failure raised."""
     if not planned:
-        return [], copies
+        return []
     # As the action: up to max-concurrent-file-group-rewrites groups at once (a group of partitions has one file
     # group per partition; one at a time would leave a cluster idle between small groups).
     workers = max(1, min(len(planned), int(J.declared_field(action, "maxConcurrentFileGroupRewrites"))))
@@ -440,9 +455,9 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
     failed = [f.exception() for f in futures if f.exception() is not None]
     done = [f.result() for f in futures if f.exception() is None]
     if failed:
-        _delete_added_files(table, done, copies)
+        _delete_added_files(table, done)
         raise failed[0]  # type: ignore[misc]
-    return done, copies
+    return done
 
 
 def _delete_added_files(table: Any, groups: list[Any], copies: Sequence[CopiedFile] = ()) -> None:

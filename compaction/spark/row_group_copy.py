@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -146,8 +147,10 @@ def _keeps_row_lineage(footer: Any, message_type: Any) -> bool:
 
 
 def _candidates(spark: Any, table: Any, parquet: _Parquet, schema_check: _SchemaCheck, tasks: list[Any],
-                output_spec_id: int, format_version: int) -> tuple[list[CopyCandidate], dict[str, Any]]:
-    """The group's files as copy candidates (their footers read only when nothing else rules them out)."""
+                output_spec_id: int, format_version: int,
+                min_row_group_bytes: int) -> tuple[list[CopyCandidate], dict[str, Any]]:
+    """The group's files as copy candidates (their footers read only when nothing else rules them out: a file
+    smaller than ``min_row_group_bytes`` cannot hold row groups that large, and is judged by its size alone)."""
     io = table.io()
     candidates: list[CopyCandidate] = []
     footers: dict[str, Any] = {}
@@ -159,7 +162,9 @@ def _candidates(spark: Any, table: Any, parquet: _Parquet, schema_check: _Schema
         is_parquet = str(f.format().name()) == "PARQUET"
         row_groups = row_group_bytes = 0
         schema_key, matches, lineage = "", False, format_version < 3
-        if is_parquet and not has_deletes and on_spec:
+        if size < min_row_group_bytes:
+            row_groups, row_group_bytes = 1, size  # at most its size per row group: below the minimum anyway
+        elif is_parquet and not has_deletes and on_spec:
             try:
                 footer = parquet.footer(io.newInputFile(path, size))
             except Exception as e:  # noqa: BLE001 - the decoding rewrite reads the file and reports what fails
@@ -189,7 +194,11 @@ def _copy(spark: Any, table: Any, parquet: _Parquet, sources: list[Any], footers
     first = sources[0]
     spec = table.specs().get(first.specId())
     name = f"00000-0-{uuid.uuid4()}-rgcopy-00001.parquet"
-    location = str(table.locationProvider().newDataLocation(spec, first.partition(), name))
+    # As Iceberg's writers name files: no partition path on an unpartitioned spec (it would leave an empty path
+    # segment, "data//name", which S3 clients reject).
+    provider = table.locationProvider()
+    location = str(provider.newDataLocation(name) if spec.isUnpartitioned()
+                   else provider.newDataLocation(spec, first.partition(), name))
     first_footer = footers[str(first.location())]
     message_type = first_footer.getFileMetaData().getSchema()
     mode = parquet.hadoop.ParquetFileWriter.Mode.CREATE
@@ -235,8 +244,8 @@ def _copy(spark: Any, table: Any, parquet: _Parquet, sources: list[Any], footers
                 .withSplitOffsets(iceberg_parquet.getSplitOffsets(footer)).build())
     except Exception:
         try:
-            writer.abort() if hasattr(writer, "abort") else None
-        except Exception:  # noqa: BLE001 - best effort
+            writer.abort()
+        except Exception:  # noqa: BLE001 - best effort: the file is deleted below
             pass
         delete_quietly(table, [location])
         raise
@@ -251,24 +260,81 @@ def delete_quietly(table: Any, locations: list[str]) -> None:
             pass
 
 
-def copy_eligible(spark: Any, table: Any, plan: Any, groups: list[Any], *, settings: RowGroupCopySettings,
-                  planner: Any) -> tuple[list[Any], list[CopiedFile]]:
-    """Split the planned rewrite ``groups``: the files whose row groups are copied are copied now; returns the
-    groups left to decode (a group reduced to its other files, or dropped when none is left) and the copies. On
-    a failure every copy written is deleted."""
+class PendingCopies:
+    """Row-group copies running on a thread pool of their own while the decoding rewrite runs on the cluster (the
+    copies are I/O in the driver, the rewrite works in the executors)."""
+
+    def __init__(self, spark: Any, table: Any, parquet: _Parquet | None,
+                 work: list[tuple[list[Any], dict[str, Any]]]) -> None:
+        self._table = table
+        self._work = work
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._futures: list[concurrent.futures.Future[Any]] = []
+        self._started = time.monotonic()
+        self._finished = self._started
+        if work and parquet is not None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=_COPY_THREADS, thread_name_prefix="rg-copy")
+            self._futures = [self._pool.submit(_copy, spark, table, parquet, sources, footers)
+                             for sources, footers in work]
+            for future in self._futures:
+                future.add_done_callback(self._done)
+
+    def _done(self, _future: concurrent.futures.Future[Any]) -> None:
+        self._finished = max(self._finished, time.monotonic())
+
+    @property
+    def sources(self) -> int:
+        return sum(len(sources) for sources, _ in self._work)
+
+    def _wait(self) -> tuple[list[CopiedFile], list[BaseException]]:
+        if self._pool is None:
+            return [], []
+        concurrent.futures.wait(self._futures)
+        self._pool.shutdown()
+        copies = [CopiedFile(sources=sources, added=f.result())
+                  for (sources, _), f in zip(self._work, self._futures) if f.exception() is None]
+        return copies, [e for e in (f.exception() for f in self._futures) if e is not None]
+
+    def result(self) -> list[CopiedFile]:
+        """The copies once all are written; on any failure every copy written is deleted and the failure raised."""
+        copies, failed = self._wait()
+        if failed:
+            delete_quietly(self._table, [str(c.added.location()) for c in copies])
+            raise failed[0]
+        if copies:
+            _LOG.info("row-group copy: %d files into %d in %.1f s", self.sources, len(copies),
+                      self._finished - self._started)
+        return copies
+
+    def discard(self) -> None:
+        """Wait for the copies and delete every file they wrote (the rewrite they belong to failed)."""
+        copies, _ = self._wait()
+        delete_quietly(self._table, [str(c.added.location()) for c in copies])
+
+
+def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGroupCopySettings,
+                  planner: Any) -> tuple[list[Any], PendingCopies]:
+    """Split the planned rewrite ``groups``: the files whose row groups are copied start copying now; returns the
+    groups left to decode (a group reduced to its other files, or dropped when none is left) and the copies
+    under way."""
+    none = PendingCopies(spark, table, None, [])
     if not settings.enabled or not groups:
-        return groups, []
+        return groups, none
     if not J.is_instance(table.encryption(), _PLAINTEXT_ENCRYPTION):
-        return groups, []  # an encrypted table's files are not copied byte for byte
-    parquet = _Parquet(spark, table)
-    schema_check = _SchemaCheck(spark, table)
-    format_version = int(J.jvm(spark).org.apache.iceberg.TableUtil.formatVersion(table))
+        return groups, none  # an encrypted table's files are not copied byte for byte
+    try:
+        parquet = _Parquet(spark, table)
+        schema_check = _SchemaCheck(spark, table)
+        format_version = int(J.jvm(spark).org.apache.iceberg.TableUtil.formatVersion(table))
+    except Exception as e:  # noqa: BLE001 - an Iceberg runtime without these classes: every file is decoded
+        _LOG.warning("row-group copy unavailable with this Iceberg runtime (%s); decoding every file", e)
+        return groups, none
     decode: list[Any] = []
     work: list[tuple[list[Any], dict[str, Any]]] = []
     for group in groups:
         tasks = _iterate(group.fileScanTasks())
         candidates, footers = _candidates(spark, table, parquet, schema_check, tasks, int(group.outputSpecId()),
-                                          format_version)
+                                          format_version, settings.min_row_group_bytes)
         copy_plan: CopyPlan = plan_row_group_copies(
             candidates, target_file_size_bytes=int(group.maxOutputFileSize()),
             min_row_group_bytes=settings.min_row_group_bytes)
@@ -280,21 +346,10 @@ def copy_eligible(spark: Any, table: Any, plan: Any, groups: list[Any], *, setti
             work.append(([by_path[p].file() for p in output], footers))
         if copy_plan.decoded:
             decode.append(_reduced_group(spark, group, planner, [by_path[p] for p in copy_plan.decoded]))
-    copies: list[CopiedFile] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=_COPY_THREADS, thread_name_prefix="rg-copy") as pool:
-        futures = [pool.submit(_copy, spark, table, parquet, sources, footers) for sources, footers in work]
-        concurrent.futures.wait(futures)
-    failed = [f.exception() for f in futures if f.exception() is not None]
-    for (sources, _), future in zip(work, futures):
-        if future.exception() is None:
-            copies.append(CopiedFile(sources=sources, added=future.result()))
-    if failed:
-        delete_quietly(table, [str(c.added.location()) for c in copies])
-        raise failed[0]  # type: ignore[misc]
-    if copies:
-        _LOG.info("row-group copy: %d files copied into %d (no decoding), %d groups left to decode",
-                  sum(len(c.sources) for c in copies), len(copies), len(decode))
-    return decode, copies
+    if work:
+        _LOG.info("row-group copy: %d files into %d new files (no decoding); %d file groups left to decode",
+                  sum(len(w[0]) for w in work), len(work), len(decode))
+    return decode, PendingCopies(spark, table, parquet, work)
 
 
 def _reduced_group(spark: Any, group: Any, planner: Any, tasks: list[Any]) -> Any:

@@ -384,3 +384,34 @@ def test_delete_file_columns_are_found_by_field_id_then_by_name() -> None:
     assert _file_columns(pa.schema([pa.field("file_path", pa.string()), pa.field("pos", pa.int64())]),
                          position_delete) == ["file_path", "pos"]
     assert [_scheme(x) for x in ("s3://b/k", "file:/tmp/x", "/tmp/x", "S3A://b/k")] == ["s3", "file", "file", "s3a"]
+
+
+def test_major_row_group_copy_through_s3fileio(spark, rest_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
+    """A MAJOR's row-group copy on S3 (S3FileIO reads the sources and writes the new file; its footer is read back
+    through it): the clean files' row groups land in one new file on S3, the file with a delete is decoded, every
+    row is kept."""
+    import pyarrow.parquet as pq
+
+    from compaction.spark.major import ROW_GROUP_COPY_PROPERTY
+    from icecompact_testing.oracle import spark_rows as reference_spark_rows
+
+    namespace = f"rg_{uuid.uuid4().hex[:8]}"
+    ref = f"{rest_catalog.name}.{namespace}.t"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {rest_catalog.name}.{namespace}")
+    spark.sql(f"CREATE TABLE {ref} (id BIGINT, payload STRING) USING iceberg TBLPROPERTIES ('format-version' = '2', "
+              "'write.delete.mode' = 'merge-on-read', 'write.target-file-size-bytes' = '67108864')")
+    for i in range(3):
+        (spark.range(i * 5000, (i + 1) * 5000, 1, 1).selectExpr("id", "sha2(CAST(id AS STRING), 256) AS payload")
+         .writeTo(ref).append())
+    spark.sql(f"DELETE FROM {ref} WHERE id = 3")
+    catalog = rest_catalog.load()
+    before = read_table(catalog.load_table((namespace, "t")))
+    compact_in_process(spark, rest_catalog, f"{namespace}.t", CompactionMode.MAJOR, level=ValidationLevel.COUNT,
+                       overrides={**FULL, "row_group_copy_min_row_group_bytes": 1024}, now=NOW, clean=True)
+    table = catalog.load_table((namespace, "t"))
+    assert table.current_snapshot().summary.get(ROW_GROUP_COPY_PROPERTY) == "2 files into 1"
+    files = [t.file for t in table.scan().plan_files()]
+    groups = sorted(pq.ParquetFile(table.io.new_input(f.file_path).open()).metadata.num_row_groups for f in files)
+    assert groups == [1, 2] and all(f.file_path.startswith("s3://") for f in files)
+    assert read_table(table).rows == before.rows
+    assert reference_spark_rows(spark, ref) == before.rows
