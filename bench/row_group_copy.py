@@ -74,11 +74,13 @@ def duckdb_fingerprint(con: Any, relation: str) -> tuple[int, int, int]:
 
 class TableRun:
     def __init__(self, spark: Any, catalog_cfg: Any, size: str, format_version: int, repeat: int, scans: int,
-                 target_multiple: int, seed: int, min_row_group_bytes: int | None = None) -> None:
+                 target_multiple: int, seed: int, min_row_group_bytes: int | None = None,
+                 profile: bool = False) -> None:
         self.spark, self.catalog_cfg = spark, catalog_cfg
         self.size, self.format_version, self.repeat, self.scans = size, format_version, repeat, scans
         self.target_multiple, self.seed = target_multiple, seed
         self.min_row_group_bytes = min_row_group_bytes
+        self.profile = profile
         self.tag = f"{size}/v{format_version}"
         self.clones = 0
 
@@ -118,6 +120,31 @@ class TableRun:
         row = self.spark.sql(sql).collect()[0].asDict()
         return {"rewritten_data_files": int(row["rewritten_data_files_count"]),
                 "added_data_files": int(row["added_data_files_count"])}
+
+    def profiled(self, name: str) -> tuple[float, dict[str, Any]]:
+        """Our MAJOR with row-group copy on ``name``, phase timers installed (``bench/lib/phases.py`` plus the copy's
+        own steps): where its time goes."""
+        from lib.phases import PhaseTimer
+
+        from compaction.spark import major, row_group_copy
+
+        timer = PhaseTimer()
+        extra = [(major, "copy_eligible", "copy_plan (footers read, groups split)"),
+                 (major, "_rewrite_groups", "decode (Iceberg's runner on what is not copied)"),
+                 (row_group_copy.PendingCopies, "result", "wait_for_copies (after the decode)")]
+        saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in extra]
+        with timer.installed():
+            for obj, attr, label in extra:
+                setattr(obj, attr, timer.wrap(getattr(obj, attr), label))
+            try:
+                t0 = time.perf_counter()
+                with timer.section("total"):
+                    self.ours(name, True)
+                elapsed = time.perf_counter() - t0
+            finally:
+                for obj, attr, original in saved:
+                    setattr(obj, attr, original)
+        return elapsed, {path: round(v["s"], 3) for path, v in sorted(timer.snapshot().items())}
 
     def ours(self, name: str, copy: bool) -> dict[str, Any]:
         from compaction.core.planner import plan
@@ -240,6 +267,13 @@ class TableRun:
             for contender in rotated(list(scan_samples), r):
                 elapsed, _ = full_scan(self.spark, self.ref(last[contender]))
                 scan_samples[contender].append(elapsed)
+        profile = None
+        if self.profile:
+            name = self.clone("profile")
+            elapsed, profile = self.profiled(name)
+            profile["elapsed"] = round(elapsed, 3)
+            self.drop_clone(name)
+            self.log(f"profile of major_copy ({elapsed:.2f} s): {profile}")
         for name in last.values():
             self.drop_clone(name)
         med = {c: statistics.median(v) for c, v in samples.items()}
@@ -255,6 +289,7 @@ class TableRun:
                 "base_data_bytes": int(base_files["b"]), "target_file_size_bytes": self.target,
                 "samples": samples, "median_s": med, "scan_samples": scan_samples, "scan_median_s": scan_med,
                 "ratios": ratios, "work": work, "readers_equal": readers, "lineage_kept": lineage_kept,
+                "profile_major_copy": profile,
                 "goals": {k: {"value": round(ratios[k], 3), "goal": v, "met": ratios[k] <= v}
                           for k, v in GOALS.items()}}
 
@@ -280,6 +315,13 @@ def render(runs: list[dict[str, Any]], header: str) -> str:
         lines.append("   readers equal to their read of the CALL's output: " + ", ".join(
             f"{c}: {', '.join(k for k, ok in v.items() if ok)}" for c, v in r["readers_equal"].items())
             + (f"; row lineage kept: {r['lineage_kept']}" if r["lineage_kept"] is not None else ""))
+        if r.get("profile_major_copy"):
+            prof = r["profile_major_copy"]
+            lines.append(f"   where major_copy spends its time (one extra run, {prof['elapsed']:.2f} s, seconds per "
+                         "call path; copies overlap the decode):")
+            for path, seconds in prof.items():
+                if path != "elapsed" and seconds >= 0.01:
+                    lines.append(f"      {path:<90} {seconds:6.2f}")
         for k, g in r["goals"].items():
             lines.append(f"   {'MET    ' if g['met'] else 'NOT MET'} {k} {g['value']:.2f} (goal <= {g['goal']})")
         lines.append("")
@@ -298,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="compaction.row-group-copy.min-row-group-bytes (default: the policy's; the segments of "
                          "sizes xs and s are below it)")
     ap.add_argument("--output", type=Path, default=RESULTS_DIR / "row_group_copy")
+    ap.add_argument("--profile", action="store_true",
+                    help="one more major_copy per table with phase timers (untimed in the ratios): where its time goes")
     args = ap.parse_args(argv)
     sizes = [s for s in args.sizes.split(",") if s]
     formats = [int(f) for f in args.formats.split(",") if f]
@@ -317,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             for fv in formats:
                 try:
                     runs.append(TableRun(spark, catalog_cfg, size, fv, args.repeat, args.scans,
-                                         args.target_multiple, args.seed, args.min_row_group_bytes).run())
+                                         args.target_multiple, args.seed, args.min_row_group_bytes,
+                                         args.profile).run())
                 except Exception as exc:  # noqa: BLE001 - one table failing keeps the others' figures
                     runs.append({"size": size, "format_version": fv, "error": f"{type(exc).__name__}: {exc}"})
                     print(f"[{size}/v{fv}] FAILED: {exc}", flush=True)

@@ -116,19 +116,17 @@ def test_major_copies_clean_files_row_groups_and_decodes_the_rest_in_one_commit(
         assert _lineage(spark, ref) == lineage_before, "a row's id or last-updated sequence number changed"
 
 
-def test_row_group_copy_off_decodes_every_file(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
-    ref = f"{sqlite_catalog.name}.rg.off"
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.rg")
-    spark.sql(f"CREATE TABLE {ref} (id BIGINT, bucket INT, payload STRING, day DATE) USING iceberg "
-              "PARTITIONED BY (day) TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read', "
-              "'compaction.row-group-copy.enabled' = 'false', 'write.target-file-size-bytes' = '67108864')")
-    for i in range(3):
-        _append_file(spark, ref, i * ROWS_PER_FILE)
-    spark.sql(f"DELETE FROM {ref} WHERE id = 7")
-    compact_in_process(spark, sqlite_catalog, "rg.off", CompactionMode.MAJOR, level=ValidationLevel.COUNT,
-                       overrides={"row_group_copy_min_row_group_bytes": 1024, "major_full_rewrite": True}, now=NOW,
-                       clean=True)
-    snapshot = sqlite_catalog.load().load_table(("rg", "off")).current_snapshot()
-    assert snapshot.summary.get(ROW_GROUP_COPY_PROPERTY) is None
-    files = list(_live_data_files(spark, ref))
-    assert len(files) == 1 and pq.ParquetFile(files[0].removeprefix("file:")).metadata.num_row_groups == 1
+@pytest.mark.unit
+def test_the_policy_key_turns_row_group_copy_off() -> None:
+    """``compaction.row-group-copy.enabled=false`` reaches the rewrite as disabled settings, and disabled settings
+    return the planned groups untouched before anything is read (no Spark, no table needed)."""
+    from compaction.core.policy import CompactionPolicy
+    from compaction.spark.major import row_group_copy_for
+    from compaction.spark.row_group_copy import copy_eligible
+
+    off = row_group_copy_for(CompactionPolicy.resolve({"compaction.row-group-copy.enabled": "false"}))
+    on = row_group_copy_for(CompactionPolicy.resolve({"compaction.row-group-copy.min-row-group-bytes": "1024"}))
+    assert (off.enabled, on.enabled, on.min_row_group_bytes) == (False, True, 1024)
+    groups = [object(), object()]
+    decode, pending = copy_eligible(None, None, list(groups), settings=off, planner=None)
+    assert decode == groups and pending.result() == []

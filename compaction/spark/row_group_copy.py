@@ -320,6 +320,9 @@ def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGro
     none = PendingCopies(spark, table, None, [])
     if not settings.enabled or not groups:
         return groups, none
+    task_lists = [_iterate(group.fileScanTasks()) for group in groups]
+    if sum(1 for tasks in task_lists for t in tasks if _may_qualify(t, settings.min_row_group_bytes)) < 2:
+        return groups, none  # no output could hold two files: no footer to read
     if not J.is_instance(table.encryption(), _PLAINTEXT_ENCRYPTION):
         return groups, none  # an encrypted table's files are not copied byte for byte
     try:
@@ -331,8 +334,7 @@ def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGro
         return groups, none
     decode: list[Any] = []
     work: list[tuple[list[Any], dict[str, Any]]] = []
-    for group in groups:
-        tasks = _iterate(group.fileScanTasks())
+    for group, tasks in zip(groups, task_lists):
         candidates, footers = _candidates(spark, table, parquet, schema_check, tasks, int(group.outputSpecId()),
                                           format_version, settings.min_row_group_bytes)
         copy_plan: CopyPlan = plan_row_group_copies(
@@ -350,6 +352,12 @@ def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGro
         _LOG.info("row-group copy: %d files into %d new files (no decoding); %d file groups left to decode",
                   sum(len(w[0]) for w in work), len(work), len(decode))
     return decode, PendingCopies(spark, table, parquet, work)
+
+
+def _may_qualify(task: Any, min_row_group_bytes: int) -> bool:
+    """What the plan alone says of a file: no delete applies to it and it is large enough to hold row groups of
+    ``min_row_group_bytes`` (its footer decides the rest)."""
+    return int(task.deletes().size()) == 0 and int(task.file().fileSizeInBytes()) >= min_row_group_bytes
 
 
 def _reduced_group(spark: Any, group: Any, planner: Any, tasks: list[Any]) -> Any:
