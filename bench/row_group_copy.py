@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-from lib.contenders import rotated
+from lib.contenders import drop_clone, register_clone, rotated
 from lib.scans import full_scan
 
 CATALOG_NAME = "rgcopy"
@@ -93,24 +93,11 @@ class TableRun:
     def clone(self, label: str) -> str:
         self.clones += 1
         name = f"{label}_{self.size}_v{self.format_version}_{self.clones}"
-        self.spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
-                       f"metadata_file => '{self.metadata_file}')").collect()
+        register_clone(self.spark, CATALOG_NAME, NAMESPACE, name, self.metadata_file)
         return name
 
     def drop_clone(self, name: str) -> None:
-        """Delete the files the clone's own commits added (never the base's, which every clone shares) and
-        unregister it: at l each contender writes ~2 GB."""
-        from compaction.spark import jvm as J
-
-        table = J.load_table(self.spark, self.ref(name))
-        io = table.io()
-        for snapshot in table.snapshots():
-            if int(snapshot.snapshotId()) in self.base_snapshots:
-                continue
-            for files in (snapshot.addedDataFiles(io), snapshot.addedDeleteFiles(io)):
-                for f in files:
-                    io.deleteFile(str(f.location()))
-        self.spark.sql(f"DROP TABLE {self.ref(name)}")  # no PURGE: the base's files stay
+        drop_clone(self.spark, self.ref(name), self.base_snapshots)
 
     def call(self, name: str) -> dict[str, Any]:
         options = {"delete-file-threshold": "1", "remove-dangling-deletes": "true",

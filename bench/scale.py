@@ -86,7 +86,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from lib.common import RESULTS_DIR, rss_bytes, summary, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-from lib.contenders import CATALOG_NAME, NAMESPACE, Bench, parquet_codec, rotated  # noqa: E402
+from lib.contenders import (CATALOG_NAME, NAMESPACE, Bench, drop_clone, parquet_codec, register_clone,  # noqa: E402
+                             rotated)
 from lib.io_stats import stage_io  # noqa: E402
 from lib.phases import PhaseTimer, breakdown_of, median_breakdown, median_phases  # noqa: E402
 from lib.scans import full_scan  # noqa: E402
@@ -281,21 +282,7 @@ class SizeRun:
         return sum(int(r["summary"].get("added-files-size", 0)) for r in rows if int(r["snapshot_id"]) not in before)
 
     def drop_clone(self, bench: ScaleBench, name: str) -> None:
-        """Delete the files a clone's own commits added (never the base's, which every clone shares) and unregister
-        the clone: with ``--repeat`` each repeat's outputs would otherwise pile up (~2 GB per contender at l)."""
-        from compaction.spark import jvm as J
-
-        table = J.load_table(self.spark, self.ref(name))
-        io, before = table.io(), bench.clone_snapshots[name]
-        deleted = 0
-        for snapshot in table.snapshots():
-            if int(snapshot.snapshotId()) in before:
-                continue
-            for files in (snapshot.addedDataFiles(io), snapshot.addedDeleteFiles(io)):
-                for f in files:
-                    io.deleteFile(str(f.location()))
-                    deleted += 1
-        self.spark.sql(f"DROP TABLE {self.ref(name)}")  # no PURGE: the base's files stay
+        deleted = drop_clone(self.spark, self.ref(name), bench.clone_snapshots[name])
         print(f"[{self.tag}] dropped clone {name}: {deleted} files it added deleted", flush=True)
 
     def run(self, repeat: int, order_shift: int) -> dict[str, Any]:
@@ -485,8 +472,7 @@ class ScaleBench(Bench):
         self.clones += 1
         name = f"{label}_{self.run_tag}_{self.clones}"
         if self.storage.name == "local":
-            self.spark.sql(f"CALL {self.catalog_name}.system.register_table(table => '{NAMESPACE}.{name}', "
-                           f"metadata_file => '{self.metadata_file}')").collect()
+            register_clone(self.spark, self.catalog_name, NAMESPACE, name, self.metadata_file)
         else:
             replay_clone(self.spark, self.catalog_name, self.base_ref, NAMESPACE, name)
         # The clone's own snapshots before any contender: what its contender committed is what came after.

@@ -23,6 +23,32 @@ class BenchmarkError(RuntimeError):
     pass
 
 
+def register_clone(spark: Any, catalog_name: str, namespace: str, name: str, metadata_file: str) -> None:
+    """A clone of a base table: ``namespace.name`` registered from the base's metadata file (its snapshots, sequence
+    numbers and files, shared)."""
+    spark.sql(f"CALL {catalog_name}.system.register_table(table => '{namespace}.{name}', "
+              f"metadata_file => '{metadata_file}')").collect()
+
+
+def drop_clone(spark: Any, table_ref: str, base_snapshots: set[int]) -> int:
+    """Delete the files a clone's own commits added (never the base's, ``base_snapshots``', which every clone shares)
+    and unregister it; returns how many files were deleted. With repeats the outputs would otherwise pile up (~2 GB
+    per contender at l)."""
+    from compaction.spark import jvm as J
+
+    table = J.load_table(spark, table_ref)
+    io, deleted = table.io(), 0
+    for snapshot in table.snapshots():
+        if int(snapshot.snapshotId()) in base_snapshots:
+            continue
+        for files in (snapshot.addedDataFiles(io), snapshot.addedDeleteFiles(io)):
+            for f in files:
+                io.deleteFile(str(f.location()))
+                deleted += 1
+    spark.sql(f"DROP TABLE {table_ref}")  # no PURGE: the base's files stay
+    return deleted
+
+
 def parquet_codec(data_file: str) -> str:
     """The codec Iceberg actually wrote the data files with (read from a file footer)."""
     import pyarrow.parquet as pq
@@ -57,8 +83,7 @@ class Bench:
     def clone(self, label: str) -> str:
         self.clones += 1
         name = f"{label}_{self.run_tag}_{self.clones}"
-        self.spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
-                       f"metadata_file => '{self.metadata_file}')").collect()
+        register_clone(self.spark, CATALOG_NAME, NAMESPACE, name, self.metadata_file)
         return name
 
     def check_copy(self, contender: str, name: str) -> dict[str, Any]:
