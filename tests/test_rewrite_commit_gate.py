@@ -51,15 +51,15 @@ def test_a_lease_taken_while_a_major_rewrites_goes_first(  # type: ignore[no-unt
 
         real = major._rewritten_groups
 
-        def rewritten_then_a_writer_arrives(spark_, table, action, base_id):  # type: ignore[no-untyped-def]
-            groups = real(spark_, table, action, base_id)
+        def rewritten_then_a_writer_arrives(*args, **kwargs):  # type: ignore[no-untyped-def]
+            groups, copies = real(*args, **kwargs)
             if "lease" not in first_attempt:
                 # The files are written, nothing is committed: no intent is live, the lease is granted at once.
                 first_attempt["intents"] = ledger.live_commit_intents("cdc.lease", catalog=catalog.name)
                 first_attempt["lease"] = leases.acquire(ledger, "cdc.lease", catalog.name, holder="etl", wait_s=0)
                 first_attempt["added"] = [str(f.location()) for g in groups for f in major._iterate(g.addedFiles())]
                 threading.Thread(target=writer, daemon=True).start()
-            return groups
+            return groups, copies
 
         monkeypatch.setattr(major, "_rewritten_groups", rewritten_then_a_writer_arrives)
         gate = LedgerCommitGate(ledger, catalog.name, "plan-lease", poll_s=0.1, progress=lines.append)

@@ -37,6 +37,8 @@ TABLE = [
     ("major_strategy", "compaction.major.strategy", "binpack"),
     ("major_sort_columns", "compaction.major.sort-columns", ""),
     ("one_dv_per_puffin_file", "compaction.one-dv-per-puffin-file", False),
+    ("row_group_copy_enabled", "compaction.row-group-copy.enabled", True),
+    ("row_group_copy_min_row_group_bytes", "compaction.row-group-copy.min-row-group-bytes", 16 * MiB),
     ("yield_max_wait_seconds", "compaction.yield.max-wait", 600),
     ("yield_on_timeout", "compaction.yield.on-timeout", "skip"),
     ("yield_dml_history", "compaction.yield.dml-history", True),
