@@ -150,11 +150,12 @@ def _candidates(spark: Any, table: Any, parquet: _Parquet, schema_check: _Schema
                 output_spec_id: int, format_version: int,
                 min_row_group_bytes: int) -> tuple[list[CopyCandidate], dict[str, Any]]:
     """The group's files as copy candidates (their footers read only when nothing else rules them out: a file
-    smaller than ``min_row_group_bytes`` cannot hold row groups that large, and is judged by its size alone)."""
+    smaller than ``min_row_group_bytes`` cannot hold row groups that large, and is judged by its size alone). The
+    footers are read on a few threads: each is a round trip to storage."""
     io = table.io()
-    candidates: list[CopyCandidate] = []
     footers: dict[str, Any] = {}
-    for task in tasks:
+
+    def candidate(task: Any) -> CopyCandidate:
         f = task.file()
         path, size = str(f.location()), int(f.fileSizeInBytes())
         has_deletes = int(task.deletes().size()) > 0
@@ -179,10 +180,13 @@ def _candidates(spark: Any, table: Any, parquet: _Parquet, schema_check: _Schema
                 if format_version >= 3:
                     lineage = _keeps_row_lineage(footer, message_type)
                 footers[path] = footer
-        candidates.append(CopyCandidate(
+        return CopyCandidate(
             path=path, size_bytes=size, row_groups=row_groups, row_group_bytes=row_group_bytes,
             schema_key=schema_key, has_deletes=has_deletes, on_output_spec=on_spec and is_parquet,
-            matches_current_schema=matches, keeps_row_lineage=lineage))
+            matches_current_schema=matches, keeps_row_lineage=lineage)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=_COPY_THREADS, thread_name_prefix="rg-footer") as pool:
+        candidates = list(pool.map(candidate, tasks))
     return candidates, footers
 
 
