@@ -19,10 +19,14 @@ the order rotates between repeats):
 * ``major_decode``: the same with ``compaction.row-group-copy.enabled=false`` (what our MAJOR did before).
 
 Checked after every contender (the benchmark aborts otherwise): Spark's ``count(*)`` + ``sum(xxhash64(every
-column))`` of the clone equals the base's; on the last repeat's clones every other reader is compared with its own read
-of the CALL's clone (pyiceberg cannot read the base's equality deletes): DuckDB (``iceberg_scan``, external file cache
-off) and pyiceberg (``to_arrow_batch_reader``), each read fingerprinted in DuckDB (count, ``sum`` and ``bit_xor`` of ``hash(every column)``); v3: Spark's
-``(id, _row_id, _last_updated_sequence_number)`` fingerprint equals the base's (row lineage kept).
+column))`` of the clone equals the base's; on the last repeat's clones every other reader is compared with its own
+read of the CALL's clone (pyiceberg cannot read the base's equality deletes): DuckDB (``iceberg_scan``, external file
+cache off) and pyiceberg (``to_arrow_batch_reader``), each read fingerprinted in DuckDB (count, ``sum`` and
+``bit_xor`` of ``hash(every column)``); v3: Spark's ``(id, _row_id, _last_updated_sequence_number)`` fingerprint
+equals the base's (row lineage kept).
+
+``--profile``: one more copy contender per table with the phase timers of ``bench/lib/phases.py`` (untimed in the
+ratios): where its time goes.
 
 Scans (``--scans`` times each, rotated): Spark's full scan of the ``call`` and ``major_copy`` clones (the goal: the
 copy's output scans within 1.1x of the CALL's).
