@@ -409,26 +409,18 @@ def _rewrite_action(spark: Any, table: Any, expression: Any, *, target_file_size
 
 
 def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
-                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY,
-                      on_planned: Callable[[frozenset[str]], None] | None = None
-                      ) -> tuple[list[Any], list[CopiedFile]]:
+                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY) -> tuple[list[Any], list[CopiedFile]]:
     """Plan ``action``'s file groups from ``base_id`` and write each group's new files, without committing: the
     action's own planner and runner (its ``init`` and ``rewriteFiles``), so every option means what it means to
     ``CALL rewrite_data_files``. Each returned RewriteFileGroup holds its rewritten and added files; ``copy``: the
     planned files whose rows cannot change are concatenated at the row-group level instead (the returned copies),
-    the groups reduced to the rest. ``on_planned``: called with the locations of every data file the rewrite will
-    replace, once they are planned and before they are written. On a failure the files written so far are deleted
-    (never committed)."""
+    the groups reduced to the rest. On a failure the files written so far are deleted (never committed)."""
     J.call_declared(spark, action, "init", J.jvm(spark).java.lang.Long.valueOf(int(base_id)))
     planner = J.declared_field(action, "planner")
     plan = planner.plan()
     if int(plan.totalGroupCount()) == 0:
         return [], []
     planned, pending = copy_eligible(spark, table, list(_iterate(plan.groups())), settings=copy, planner=planner)
-    if on_planned is not None:
-        # The data files the commit will remove are known now: whatever depends on them alone need not wait.
-        on_planned(frozenset(str(f.location()) for g in planned for f in _iterate(g.rewrittenFiles()))
-                   | pending.source_paths)
     try:
         done = _rewrite_groups(spark, table, action, plan, planned)
     except BaseException:
@@ -565,30 +557,14 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     # Row groups are copied only where the action's runner would write rows in no particular order: a plain
     # bin-pack of a table without a sort order (a sort or z-order, or the table's order, reorders every row).
     copies_allowed = layout.strategy == "binpack" and not bool(table.sortOrder().isSorted())
-    searches: list[concurrent.futures.Future[list[Any]]] = []
-
-    def dangling_after(removed: frozenset[str]) -> list[Any]:
-        J.activate(spark)  # the JVM thread serving this Python thread has no active session of its own
-        return find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table,
-                                     removed_data=removed)
-
-    from pyspark import inheritable_thread_target
-
-    # The dangling deletes depend only on the base and the files the rewrite replaces: searched while it writes.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dangling-search") as pool:
-        try:
-            groups, copies = _rewritten_groups(
-                spark, table, action, base_id, copy if copies_allowed else NO_ROW_GROUP_COPY,
-                on_planned=(lambda removed: searches.append(pool.submit(inheritable_thread_target(dangling_after),
-                                                                        removed))) if remove_dangling else None)
-        except BaseException:
-            concurrent.futures.wait(searches)
-            raise
+    groups, copies = _rewritten_groups(spark, table, action, base_id, copy if copies_allowed else NO_ROW_GROUP_COPY)
     dangling: list[Any] = []
     try:
         if remove_dangling:
-            # Nothing planned to rewrite: the search was not started (no file is replaced).
-            dangling = searches[0].result() if searches else dangling_after(frozenset())
+            rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
+            rewritten_paths |= {str(f.location()) for c in copies for f in c.sources}
+            dangling = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table,
+                                             removed_data=rewritten_paths)
     except Exception:
         _delete_added_files(table, groups, copies)
         raise

@@ -290,10 +290,6 @@ class PendingCopies:
     def sources(self) -> int:
         return sum(len(sources) for sources, _ in self._work)
 
-    @property
-    def source_paths(self) -> frozenset[str]:
-        return frozenset(str(f.location()) for sources, _ in self._work for f in sources)
-
     def _wait(self) -> tuple[list[CopiedFile], list[BaseException]]:
         if self._pool is None:
             return [], []
