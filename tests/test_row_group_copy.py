@@ -124,9 +124,11 @@ def test_the_policy_key_turns_row_group_copy_off() -> None:
     from compaction.spark.major import row_group_copy_for
     from compaction.spark.row_group_copy import copy_eligible
 
-    off = row_group_copy_for(CompactionPolicy.resolve({"compaction.row-group-copy.enabled": "false"}))
-    on = row_group_copy_for(CompactionPolicy.resolve({"compaction.row-group-copy.min-row-group-bytes": "1024"}))
+    off = row_group_copy_for(CompactionPolicy.resolve({"compaction.row-group-copy.enabled": "false"}), "major")
+    on = row_group_copy_for(CompactionPolicy.resolve({"compaction.row-group-copy.min-row-group-bytes": "1024"}),
+                            "major")
     assert (off.enabled, on.enabled, on.min_row_group_bytes) == (False, True, 1024)
+    assert not row_group_copy_for(CompactionPolicy.resolve({}), "minor").enabled  # a fragment merge never copies
     groups = [object(), object()]
     decode, pending = copy_eligible(None, None, list(groups), settings=off, planner=None)
     assert decode == groups and pending.result() == []

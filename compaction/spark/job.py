@@ -46,7 +46,6 @@ from compaction.spark.group_reads import (
     read_own_rows,
 )
 from compaction.spark.major import (
-    NO_ROW_GROUP_COPY,
     find_tagged_snapshot,
     layout_for,
     new_tag,
@@ -236,7 +235,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             selection=None if selective is None else selection_for(plan.policy, selective),
             layout=layout_for(plan.policy, selective or "major"), remove_dangling=selective is None,
             committed=commits,
-            copy=row_group_copy_for(plan.policy) if (selective or "major") == "major" else NO_ROW_GROUP_COPY)
+            copy=row_group_copy_for(plan.policy, selective or "major"))
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:

@@ -321,8 +321,11 @@ def layout_for(policy: Any, kind: str) -> Layout:
     return Layout(policy.major_strategy, policy.sort_columns)
 
 
-def row_group_copy_for(policy: Any) -> RowGroupCopySettings:
-    """A MAJOR's row-group copy settings: the policy's ``compaction.row-group-copy.*``."""
+def row_group_copy_for(policy: Any, kind: str) -> RowGroupCopySettings:
+    """A MAJOR copies row groups as the policy's ``compaction.row-group-copy.*`` say; a MINOR's fragment merge never
+    does (fragments' row groups are far below any useful size)."""
+    if kind != "major":
+        return NO_ROW_GROUP_COPY
     return RowGroupCopySettings(enabled=bool(policy.row_group_copy_enabled),
                                 min_row_group_bytes=int(policy.row_group_copy_min_row_group_bytes))
 

@@ -17,15 +17,21 @@ from typing import Any
 
 from compaction.core.row_group_copy import CopyCandidate, CopyPlan, plan_row_group_copies
 from compaction.spark import jvm as J
+from compaction.spark.partition_files import _iterate
+
+
+def _java_items(java_iterable: Any) -> list[Any]:
+    """A Java ``Iterable`` (a list, a set, a key set) as a Python list."""
+    return list(_iterate(java_iterable))
 
 _LOG = logging.getLogger(__name__)
 
 _PARQUET = "org.apache.iceberg.shaded.org.apache.parquet"
 _PLAINTEXT_ENCRYPTION = "org.apache.iceberg.encryption.PlaintextEncryptionManager"
 #: Iceberg's reserved field ids of the v3 row-lineage columns (MetadataColumns.ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER).
-_ROW_ID_FIELD_ID = 2147483540
-_LAST_UPDATED_SEQ_FIELD_ID = 2147483539
-_LINEAGE_FIELD_IDS = frozenset({_ROW_ID_FIELD_ID, _LAST_UPDATED_SEQ_FIELD_ID})
+ROW_ID_FIELD_ID = 2147483540
+LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID = 2147483539
+_LINEAGE_FIELD_IDS = frozenset({ROW_ID_FIELD_ID, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID})
 _COPY_THREADS = 4
 
 
@@ -83,13 +89,6 @@ class _Parquet:
         return self.hadoop.ParquetFileReader.readFooter(self.input_file(iceberg_input), no_filter)
 
 
-def _iterate(java_iterable: Any) -> list[Any]:
-    it, out = java_iterable.iterator(), []
-    while it.hasNext():
-        out.append(it.next())
-    return out
-
-
 class _SchemaCheck:
     """Whether a file's Parquet schema holds exactly the table's current columns (field ids and primitive types),
     cached per distinct Parquet schema."""
@@ -99,7 +98,7 @@ class _SchemaCheck:
         type_util = self.j.org.apache.iceberg.types.TypeUtil
         self._type_util = type_util
         self._table_fields = type_util.indexById(table.schema().asStruct())
-        self._table_ids = {int(i) for i in _iterate(self._table_fields.keySet())}
+        self._table_ids = {int(i) for i in _java_items(self._table_fields.keySet())}
         self._cache: dict[str, bool] = {}
 
     def matches(self, schema_key: str, message_type: Any) -> bool:
@@ -112,7 +111,7 @@ class _SchemaCheck:
         if not parquet_schema_util.hasIds(message_type):
             return False  # read by a name mapping: its columns are not known by id
         fields = self._type_util.indexById(parquet_schema_util.convert(message_type).asStruct())
-        ids = {int(i) for i in _iterate(fields.keySet())} - _LINEAGE_FIELD_IDS
+        ids = {int(i) for i in _java_items(fields.keySet())} - _LINEAGE_FIELD_IDS
         if ids != self._table_ids:
             return False
         for field_id in ids:
@@ -128,14 +127,14 @@ def _keeps_row_lineage(footer: Any, message_type: Any) -> bool:
     """v3: whether every row group holds ``_row_id`` and ``_last_updated_sequence_number`` for every row (no null:
     a null takes its value from the file, which a copy changes)."""
     names = set()
-    for column in _iterate(message_type.getFields()):
+    for column in _java_items(message_type.getFields()):
         if column.getId() is not None and int(column.getId().intValue()) in _LINEAGE_FIELD_IDS:
             names.add(str(column.getName()))
     if len(names) != 2:
         return False
-    for block in _iterate(footer.getBlocks()):
+    for block in _java_items(footer.getBlocks()):
         rows = int(block.getRowCount())
-        for chunk in _iterate(block.getColumns()):
+        for chunk in _java_items(block.getColumns()):
             if str(chunk.getPath().toDotString()) not in names:
                 continue
             stats = chunk.getStatistics()
@@ -173,7 +172,7 @@ def _candidates(spark: Any, table: Any, parquet: _Parquet, schema_check: _Schema
             else:
                 message_type = footer.getFileMetaData().getSchema()
                 schema_key = str(message_type.toString())
-                blocks = _iterate(footer.getBlocks())
+                blocks = _java_items(footer.getBlocks())
                 row_groups = len(blocks)
                 row_group_bytes = sum(int(b.getCompressedSize()) for b in blocks)
                 matches = schema_check.matches(schema_key, message_type)
@@ -218,9 +217,9 @@ def _copy(spark: Any, table: Any, parquet: _Parquet, sources: list[Any], footers
             reader = parquet.hadoop.ParquetFileReader.open(source_input, footers[str(source.location())],
                                                            read_options, stream)
             try:
-                for block in _iterate(reader.getRowGroups()):
+                for block in _java_items(reader.getRowGroups()):
                     writer.startBlock(block.getRowCount())
-                    for chunk in _iterate(block.getColumns()):
+                    for chunk in _java_items(block.getColumns()):
                         descriptor = message_type.getColumnDescription(chunk.getPath().toArray())
                         writer.appendColumnChunk(descriptor, stream, chunk, reader.readBloomFilter(chunk),
                                                  reader.readColumnIndex(chunk), reader.readOffsetIndex(chunk))
@@ -234,7 +233,7 @@ def _copy(spark: Any, table: Any, parquet: _Parquet, sources: list[Any], footers
         new_input = io.newInputFile(location)
         length = int(new_input.getLength())
         footer = parquet.footer(io.newInputFile(location, length))
-        blocks = _iterate(footer.getBlocks())
+        blocks = _java_items(footer.getBlocks())
         rows = sum(int(b.getRowCount()) for b in blocks)
         if rows != expected_rows or len(blocks) != expected_groups:
             raise RuntimeError(f"row-group copy {location}: read back {rows} rows in {len(blocks)} row groups, "
@@ -324,7 +323,7 @@ def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGro
     none = PendingCopies(spark, table, None, [])
     if not settings.enabled or not groups:
         return groups, none
-    task_lists = [_iterate(group.fileScanTasks()) for group in groups]
+    task_lists = [_java_items(group.fileScanTasks()) for group in groups]
     if sum(1 for tasks in task_lists for t in tasks if _may_qualify(t, settings.min_row_group_bytes)) < 2:
         return groups, none  # no output could hold two files: no footer to read
     if not J.is_instance(table.encryption(), _PLAINTEXT_ENCRYPTION):

@@ -57,7 +57,6 @@ from compaction.spark.group_reads import (
     fingerprint_cache,
 )
 from compaction.spark.major import (
-    NO_ROW_GROUP_COPY,
     find_tagged_snapshot,
     layout_for,
     major_compact,
@@ -399,7 +398,7 @@ def major_attempt(a: Attempt, result: PartitionResult, commits: list[int]) -> No
         spark, table, a.expression, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
         plan_id=a.plan.plan_id, covers_whole_table=covers_whole_table, before=a.before,
         on_rewrite_commit=read_ahead, committed=commits, layout=layout_for(a.plan.policy, "major"),
-        copy=row_group_copy_for(a.plan.policy),
+        copy=row_group_copy_for(a.plan.policy, "major"),
     )
     take_outcome(result, commits, outcome)
     validate(spark, table, a.ref, a.plan.table.catalog, key, commits, a.level, a.base_seq, a.expression, result,
@@ -423,7 +422,7 @@ def selective_attempt(a: Attempt, result: PartitionResult, commits: list[int], *
             spark, table, a.expression, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
             plan_id=a.plan.plan_id, tag=tag, selection=selection_for(a.plan.policy, kind),
             layout=layout_for(a.plan.policy, kind),
-            copy=row_group_copy_for(a.plan.policy) if kind == "major" else NO_ROW_GROUP_COPY)
+            copy=row_group_copy_for(a.plan.policy, kind))
         if rewritten or added:
             sid = find_tagged_snapshot(table, a.base_id, tag)
             if sid is None:

@@ -600,9 +600,6 @@ class BulkGenerator:
         self.stats["position_delete_bytes"] += sum(size for _, size in sizes)
 
 
-#: Iceberg's reserved field ids of the v3 row-lineage columns (MetadataColumns.ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER).
-ROW_ID_FIELD_ID = 2147483540
-LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID = 2147483539
 #: The sequence number of the generator's first commit (the segments' append), the last update of their rows.
 LINEAGE_BASE_SEQUENCE_NUMBER = 1
 
@@ -613,6 +610,8 @@ def _with_row_lineage(rows: pa.Table, first_row_id: int, sequence_number: int) -
     ``next-row-id`` past, so no row id is assigned twice."""
     import numpy as np
     import pyarrow as pa
+
+    from compaction.spark.row_group_copy import LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, ROW_ID_FIELD_ID
 
     n = rows.num_rows
     row_id = pa.field("_row_id", pa.int64(), metadata={b"PARQUET:field_id": str(ROW_ID_FIELD_ID).encode()})
