@@ -77,6 +77,7 @@ from compaction.core.plan import (
     decision_digest,
 )
 from compaction.core.policy import ENABLED, CompactionPolicy
+from compaction.core.read_cost import MIB, ReadCostEstimate, ReadShape, compacted_shape, rewritten_shape
 
 __all__ = [
     "CompactionKind",
@@ -91,6 +92,7 @@ __all__ = [
     "cross_partition_position_deletes",
     "partition_order_key",
     "PlanCache",
+    "read_costs",
 ]
 
 SUPPORTED_FORMAT_VERSIONS = (2, 3)
@@ -180,6 +182,8 @@ class _Analysis:
     attributed: PartitionDeletes  # own deletes plus the global equality deletes from elsewhere that apply here
     own_equality_delete_files: int  # equality deletes written in this partition (a MINOR of it converts them)
     elsewhere_bytes: int  # other partitions' data files its own global equality deletes apply to (see _finish)
+    read_shape: ReadShape  # what a full scan of the partition reads (compaction.core.read_cost)
+    deleted_paths: frozenset[str]  # data files some delete applies to
 
     @property
     def key(self) -> PartitionKey:
@@ -242,7 +246,7 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
     if not state.delete_files and not attributed.global_count_elsewhere:  # the common case: no delete applies
         return _finish(state, order_key, data, (), small, policy, data_bytes=data_bytes, data_records=data_records,
                        applying={}, known_deleted={}, touched_by_eq=set(), settled=0, dangling=0,
-                       attributed=attributed, elsewhere_bytes=0)
+                       attributed=attributed, elsewhere_bytes=0, positional_reads=_NO_POSITIONAL_READS)
 
     deletes = tuple(sorted(state.delete_files, key=_delete_sort_key))
     live = {f.path: f for f in data}
@@ -278,9 +282,22 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
         if d.referenced_data_file is not None and app.targets[i]:
             known_deleted[d.referenced_data_file] = known_deleted.get(d.referenced_data_file, 0) + d.record_count
     elsewhere_bytes = global_deletes.elsewhere_scope_bytes.get(state.key, 0) if equality else 0
+    # A scan reads a position delete file for every data file it may apply to, a DV once for its one file.
+    position_reads = position_rows = dv_reads = 0
+    for i, d in enumerate(positional):
+        n = len(app.targets[i])
+        if d.content is DeleteContent.DELETION_VECTOR:
+            dv_reads += n
+        else:
+            position_reads += n
+            position_rows += n * d.record_count
     return _finish(state, order_key, data, deletes, small, policy, data_bytes=data_bytes, data_records=data_records,
                    applying=applying, known_deleted=known_deleted, touched_by_eq=touched_by_eq, settled=settled,
-                   dangling=dangling, attributed=attributed, elsewhere_bytes=elsewhere_bytes)
+                   dangling=dangling, attributed=attributed, elsewhere_bytes=elsewhere_bytes,
+                   positional_reads=(position_reads, position_rows, dv_reads))
+
+
+_NO_POSITIONAL_READS = (0, 0, 0)
 
 
 #: A conversion of equality deletes reads only the equality columns (and row positions) of a segment file, not
@@ -292,7 +309,7 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
             deletes: tuple[DeleteFileInfo, ...], small: tuple[DataFileInfo, ...], policy: CompactionPolicy, *,
             data_bytes: int, data_records: int, applying: dict[str, int], known_deleted: dict[str, int],
             touched_by_eq: set[str], settled: int, dangling: int, attributed: PartitionDeletes,
-            elsewhere_bytes: int) -> _Analysis:
+            elsewhere_bytes: int, positional_reads: tuple[int, int, int]) -> _Analysis:
     """``elsewhere_bytes``: for a partition of an unpartitioned spec, the bytes of other partitions' data files its
     (global) equality deletes apply to. Its MINOR (and selective MAJOR) converts them table-wide, reading those
     files too; its full MAJOR rewrites them (compaction.spark.minor.decide_work, compaction.spark.job)."""
@@ -367,6 +384,14 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
     delete_records += global_rows
     eq_records += global_rows
     ratio = delete_records / data_records if data_records > 0 else 0.0
+    position_reads, position_rows, dv_reads = positional_reads
+    deleted_paths = frozenset([p for p, n in applying.items() if n > 0]).union(touched_by_eq)
+    read_shape = ReadShape(
+        data_files=len(data), data_mib=data_bytes / MIB, position_delete_reads=position_reads,
+        position_delete_rows=position_rows, dv_reads=dv_reads, equality_delete_files=n_eq,
+        equality_delete_rows=eq_records,
+        equality_probe_mib=sum(f.size_bytes for f in data if f.path in touched_by_eq) / MIB if touched_by_eq else 0.0,
+    )
     return _Analysis(
         state=state,
         order_key=order_key,
@@ -400,10 +425,13 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
         attributed=attributed,
         own_equality_delete_files=own_eq,
         elsewhere_bytes=elsewhere_bytes,
+        read_shape=read_shape,
+        deleted_paths=deleted_paths,
     )
 
 
-def _metrics(a: _Analysis, kind: CompactionKind, full: bool = False) -> dict[str, int | float]:
+def _metrics(a: _Analysis, kind: CompactionKind, full: bool = False,
+             read_cost: Mapping[str, float] | None = None) -> dict[str, int | float]:
     m: dict[str, int | float] = {
         "data_files": len(a.data_files),
         "data_bytes": a.data_bytes,
@@ -433,16 +461,21 @@ def _metrics(a: _Analysis, kind: CompactionKind, full: bool = False) -> dict[str
     }
     if kind is not CompactionKind.NONE and a.delete_bytes > 0:
         m["data_delete_weight_ratio"] = a.data_bytes_for(kind, full) / a.delete_bytes
+    if read_cost:
+        m.update(read_cost)
     return m
 
 
-def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
-            since_minor_s: float | None = None) -> tuple[CompactionKind, str, bool]:
-    """(kind, reason, full): ``full`` when a MAJOR rewrites every file a delete applies to (the full-rewrite switch,
-    or a partition whose delete ratio passed ``major_delete_ratio``: with that share of rows deleted, every file
-    is worth rewriting)."""
+def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode, format_version: int,
+            since_minor_s: float | None = None) -> tuple[CompactionKind, str, bool, dict[str, float]]:
+    """(kind, reason, full, read-cost metrics): ``full`` when a MAJOR rewrites every file a delete applies to (the
+    full-rewrite switch, or a partition whose delete ratio passed ``major_delete_ratio``: with that share of rows
+    deleted, every file is worth rewriting)."""
     kind, reason = _decide_kind(a, policy, mode, since_minor_s)
     full = kind is CompactionKind.MAJOR and (policy.major_full_rewrite or reason.startswith(_RATIO_REASON))
+    read_cost: dict[str, float] = {}
+    if policy.read_cost_enabled and mode is CompactionMode.AUTO:
+        kind, reason, full, read_cost = _by_read_cost(a, policy, format_version, kind, reason, full)
     if kind is CompactionKind.MAJOR and policy.clusters:
         full = True
         reason += f"; {policy.describe_strategy()}: every data file of the partition rewritten"
@@ -452,7 +485,114 @@ def _decide(a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
         # (compaction.spark.minor.decide_work). So the MAJOR itself rewrites every file a delete applies to.
         full = True
         reason += "; global equality deletes apply: full rewrite"
-    return kind, reason, full
+    return kind, reason, full, read_cost
+
+
+def _estimate_read_cost(a: _Analysis, policy: CompactionPolicy, format_version: int) -> ReadCostEstimate:
+    """The partition's scan now, as a compacted copy, and after each kind of compaction (compaction.core.read_cost)."""
+    target = policy.target_file_size_bytes
+    deleted = min(1.0, a.delete_ratio)
+
+    def after(rewritten: tuple[DataFileInfo, ...]) -> ReadShape:
+        rewritten_bytes = sum(f.size_bytes for f in rewritten)
+        paths = {f.path for f in rewritten}
+        kept = sum(1 for p in a.deleted_paths if p not in paths)
+        kept_share = 1.0 - rewritten_bytes / a.data_bytes if a.data_bytes else 0.0
+        return rewritten_shape(
+            a.read_shape, rewritten_files=len(rewritten), rewritten_bytes=rewritten_bytes, deleted_fraction=deleted,
+            kept_with_deletes=kept, kept_delete_rows=int(a.delete_records * kept_share), target_file_size=target,
+            deletion_vectors=format_version >= 3)
+
+    minor_does_work = bool(a.minor_rewritten_files) or a.mergeable > 0
+    # Under sort / zorder every MAJOR rewrites the whole partition: there is no selective one.
+    selective = a.major_rewritten_files if not policy.clusters else ()
+    return ReadCostEstimate(
+        coefficients=policy.read_cost_coefficients,
+        now=a.read_shape,
+        compacted=compacted_shape(a.data_bytes, a.data_records, deleted, target),
+        after_minor=after(a.minor_rewritten_files) if minor_does_work else None,
+        after_major=after(selective) if selective else None,
+        after_full=after(a.full_files) if a.full_files and len(a.data_files) + len(a.delete_files) > 1 else None,
+    )
+
+
+def read_costs(table_state: TableState, policy: CompactionPolicy) -> dict[PartitionKey, tuple[ReadShape, ReadCostEstimate]]:
+    """Every partition's :class:`ReadShape` and :class:`ReadCostEstimate` under ``policy``'s coefficients (what the
+    planner decides by; the calibration bench fits the coefficients against the shapes)."""
+    _check_format_version(table_state.format_version)
+    global_deletes = GlobalDeleteIndex.of(table_state.partitions)
+    out: dict[PartitionKey, tuple[ReadShape, ReadCostEstimate]] = {}
+    for p in table_state.partitions:
+        a = _analyze(p, policy, global_deletes=global_deletes)
+        out[p.key] = (a.read_shape, _estimate_read_cost(a, policy, table_state.format_version))
+    return out
+
+
+_KIND_RANK = {CompactionKind.NONE: 0, CompactionKind.MINOR: 1}
+
+
+def _by_read_cost(a: _Analysis, policy: CompactionPolicy, format_version: int, kind: CompactionKind, reason: str,
+                  full: bool) -> tuple[CompactionKind, str, bool, dict[str, float]]:
+    """The count rules' decision, raised to the least rewrite that brings the partition's estimated scan cost under
+    ``read_cost_max_overhead`` x a compacted copy's (or, if none does, to the one that comes closest), when that
+    saves at least ``read_cost_min_saving_ms`` per scan over what the count rules chose. Never lowered: the count
+    thresholds stay guards."""
+    if not a.data_files:
+        return kind, reason, full, {}
+    limit = policy.read_cost_max_overhead
+    coefficients = policy.read_cost_coefficients
+    if kind is CompactionKind.NONE:
+        # Most partitions need nothing: no compaction can save more than the way down to the compacted copy.
+        now_ms = coefficients.cost_ms(a.read_shape)
+        compacted_ms = max(coefficients.cost_ms(compacted_shape(
+            a.data_bytes, a.data_records, min(1.0, a.delete_ratio), policy.target_file_size_bytes)),
+            coefficients.data_file_ms, 1e-6)
+        if now_ms <= limit * compacted_ms or now_ms - compacted_ms < policy.read_cost_min_saving_ms:
+            return kind, reason, full, {"read_cost_ms": round(now_ms, 3), "read_cost_compacted_ms": round(
+                compacted_ms, 3), "read_cost_overhead": round(now_ms / compacted_ms, 3)}
+    estimate = _estimate_read_cost(a, policy, format_version)
+    options: list[tuple[CompactionKind, bool, float]] = []  # in the order of bytes rewritten
+    for option_kind, option_full, shape in ((CompactionKind.MINOR, False, estimate.after_minor),
+                                            (CompactionKind.MAJOR, False, estimate.after_major),
+                                            (CompactionKind.MAJOR, True, estimate.after_full)):
+        if shape is not None:
+            options.append((option_kind, option_full, estimate.coefficients.cost_ms(shape)))
+    options.sort(key=lambda o: a.cost(o[0], o[1]))
+
+    def rank(k: CompactionKind, f: bool) -> int:
+        return _KIND_RANK.get(k, 3 if f else 2)
+
+    def predicted(k: CompactionKind, f: bool) -> float:
+        for option_kind, option_full, ms in options:
+            if (option_kind, option_full) == (k, f):
+                return ms
+        return estimate.now_ms
+
+    chosen_ms = predicted(kind, full) if kind is not CompactionKind.NONE else estimate.now_ms
+    metrics = {
+        "read_cost_ms": round(estimate.now_ms, 3),
+        "read_cost_compacted_ms": round(estimate.compacted_ms, 3),
+        "read_cost_overhead": round(estimate.overhead(), 3),
+    }
+    over = estimate.overhead(chosen_ms)
+    if over > limit:
+        stronger = [o for o in options if rank(o[0], o[1]) > rank(kind, full)]
+        fits = [o for o in stronger if estimate.overhead(o[2]) <= limit]
+        pick = fits[0] if fits else min(stronger, key=lambda o: o[2], default=None)
+        if pick is not None and chosen_ms - pick[2] >= policy.read_cost_min_saving_ms:
+            new_kind, new_full, new_ms = pick
+            what = "full MAJOR" if new_full and not policy.clusters else new_kind.value.upper()
+            now = (f"read cost {estimate.overhead():.2f}x a compacted copy's (est. {estimate.now_ms:.0f} ms per scan "
+                   f"vs {estimate.compacted_ms:.0f} ms)")
+            if kind is CompactionKind.NONE:
+                reason = f"{now} > {limit:.2f}; {what} leaves {estimate.overhead(new_ms):.2f}x -> {what}"
+            else:
+                reason = (f"{reason}; {now}: {kind.value.upper()} would leave {over:.2f}x > {limit:.2f}, {what} "
+                          f"{estimate.overhead(new_ms):.2f}x -> {what}")
+            kind, full, chosen_ms = new_kind, new_full, new_ms
+    if kind is not CompactionKind.NONE:
+        metrics["read_cost_after_ms"] = round(chosen_ms, 3)
+    return kind, reason, full, metrics
 
 
 _RATIO_REASON = "delete ratio "
@@ -549,8 +689,8 @@ def evaluate_partition(
     a = _analyze(state, policy, global_deletes=global_deletes)
     if not policy.enabled:
         return PartitionDecision(state.key, CompactionKind.NONE, DISABLED_BY_POLICY, _metrics(a, CompactionKind.NONE))
-    kind, reason, full = _decide(a, policy, mode)
-    return PartitionDecision(state.key, kind, reason, _metrics(a, kind, full))
+    kind, reason, full, read_cost = _decide(a, policy, mode, format_version)
+    return PartitionDecision(state.key, kind, reason, _metrics(a, kind, full, read_cost))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -838,11 +978,12 @@ def plan(
 
 
 def _decide_partition(p: PartitionState, a: _Analysis, policy: CompactionPolicy, mode: CompactionMode,
-                      since: float | None, held_reason: str | None) -> tuple[PartitionDecision, Candidate | None]:
+                      since: float | None, held_reason: str | None,
+                      format_version: int) -> tuple[PartitionDecision, Candidate | None]:
     if held_reason is not None:
         return PartitionDecision(p.key, CompactionKind.NONE, held_reason, _metrics(a, CompactionKind.NONE)), None
-    kind, reason, full = _decide(a, policy, mode, since)
-    d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full))
+    kind, reason, full, read_cost = _decide(a, policy, mode, format_version, since)
+    d = PartitionDecision(p.key, kind, reason, _metrics(a, kind, full, read_cost))
     return d, (_candidate(a, d) if kind is not CompactionKind.NONE else None)
 
 
@@ -903,7 +1044,7 @@ def _replan_in_place(table_state: TableState, policy: CompactionPolicy, mode: Co
             d, cand, digest = entry.decision, entry.candidate, entry.digest
         else:
             a = entry.analysis if entry.state is p else _analyze(p, policy, entry.analysis.order_key)
-            d, cand = _decide_partition(p, a, policy, mode, since, None)
+            d, cand = _decide_partition(p, a, policy, mode, since, None, table_state.format_version)
             digest = None
             if since is None:
                 entry = entries[pos] = _CachedPartition(p, a, d, cand)
@@ -1027,7 +1168,7 @@ def _plan_partitions(
             d, cand, digest, entry = hit.decision, hit.candidate, hit.digest, hit
         else:
             a = hit.analysis if hit is not None else _analyze(p, policy, order_key, global_deletes)
-            d, cand = _decide_partition(p, a, policy, mode, since, held_reason)
+            d, cand = _decide_partition(p, a, policy, mode, since, held_reason, table_state.format_version)
             digest = None
             state_only = since is None and held_reason is None
             if not state_only:

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Callable, Mapping
 
 from compaction.core.errors import ConfigError
+from compaction.core.read_cost import ReadCostCoefficients
 
 __all__ = [
     "CompactionPolicy",
@@ -84,6 +86,26 @@ __all__ = [
     "ROW_GROUP_COPY_ENABLED_DEFAULT",
     "ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES",
     "ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES_DEFAULT",
+    "READ_COST_MAX_OVERHEAD",
+    "READ_COST_MAX_OVERHEAD_DEFAULT",
+    "READ_COST_MIN_SAVING_MS",
+    "READ_COST_MIN_SAVING_MS_DEFAULT",
+    "READ_COST_DATA_FILE_MS",
+    "READ_COST_DATA_FILE_MS_DEFAULT",
+    "READ_COST_DATA_MIB_MS",
+    "READ_COST_DATA_MIB_MS_DEFAULT",
+    "READ_COST_POSITION_DELETE_READ_MS",
+    "READ_COST_POSITION_DELETE_READ_MS_DEFAULT",
+    "READ_COST_POSITION_DELETE_ROW_MS",
+    "READ_COST_POSITION_DELETE_ROW_MS_DEFAULT",
+    "READ_COST_DV_READ_MS",
+    "READ_COST_DV_READ_MS_DEFAULT",
+    "READ_COST_EQUALITY_DELETE_FILE_MS",
+    "READ_COST_EQUALITY_DELETE_FILE_MS_DEFAULT",
+    "READ_COST_EQUALITY_DELETE_ROW_MS",
+    "READ_COST_EQUALITY_DELETE_ROW_MS_DEFAULT",
+    "READ_COST_EQUALITY_PROBE_MIB_MS",
+    "READ_COST_EQUALITY_PROBE_MIB_MS_DEFAULT",
     "YIELD_DML_DURATION",
     "YIELD_DML_DURATION_DEFAULT",
     "YIELD_DML_HISTORY",
@@ -224,6 +246,35 @@ ROW_GROUP_COPY_ENABLED_DEFAULT = True
 #: many small row groups scans slower than the full-size row groups the decoding rewrite writes.
 ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES = "compaction.row-group-copy.min-row-group-bytes"
 ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES_DEFAULT = 16 * 1024 * 1024
+
+#: The read-cost model (compaction.core.read_cost): a partition whose estimated full-scan cost is more than this many
+#: times a compacted copy's is compacted, by the kind that brings it under this at the least bytes rewritten (a
+#: MINOR before a MAJOR before a full MAJOR); the count thresholds above still fire on their own. ``0`` = off.
+READ_COST_MAX_OVERHEAD = "compaction.read-cost.max-overhead"
+READ_COST_MAX_OVERHEAD_DEFAULT = 1.5
+#: The model acts only when a compaction would save at least this many estimated milliseconds per full scan of the
+#: partition: a few small files of a tiny partition are "3x a compacted copy" and not worth a commit.
+READ_COST_MIN_SAVING_MS = "compaction.read-cost.min-saving-ms"
+READ_COST_MIN_SAVING_MS_DEFAULT = 50.0
+#: The model's coefficients, milliseconds per unit of what a scan reads (compaction.core.read_cost.ReadShape; the
+#: defaults are ReadCostCoefficients'; re-measured on a cluster by ``bench/read_cost.py``, which prints these).
+_DEFAULT_COEFFICIENTS = ReadCostCoefficients()
+READ_COST_DATA_FILE_MS = "compaction.read-cost.data-file-ms"
+READ_COST_DATA_FILE_MS_DEFAULT = _DEFAULT_COEFFICIENTS.data_file_ms
+READ_COST_DATA_MIB_MS = "compaction.read-cost.data-mib-ms"
+READ_COST_DATA_MIB_MS_DEFAULT = _DEFAULT_COEFFICIENTS.data_mib_ms
+READ_COST_POSITION_DELETE_READ_MS = "compaction.read-cost.position-delete-read-ms"
+READ_COST_POSITION_DELETE_READ_MS_DEFAULT = _DEFAULT_COEFFICIENTS.position_delete_read_ms
+READ_COST_POSITION_DELETE_ROW_MS = "compaction.read-cost.position-delete-row-ms"
+READ_COST_POSITION_DELETE_ROW_MS_DEFAULT = _DEFAULT_COEFFICIENTS.position_delete_row_ms
+READ_COST_DV_READ_MS = "compaction.read-cost.dv-read-ms"
+READ_COST_DV_READ_MS_DEFAULT = _DEFAULT_COEFFICIENTS.dv_read_ms
+READ_COST_EQUALITY_DELETE_FILE_MS = "compaction.read-cost.equality-delete-file-ms"
+READ_COST_EQUALITY_DELETE_FILE_MS_DEFAULT = _DEFAULT_COEFFICIENTS.equality_delete_file_ms
+READ_COST_EQUALITY_DELETE_ROW_MS = "compaction.read-cost.equality-delete-row-ms"
+READ_COST_EQUALITY_DELETE_ROW_MS_DEFAULT = _DEFAULT_COEFFICIENTS.equality_delete_row_ms
+READ_COST_EQUALITY_PROBE_MIB_MS = "compaction.read-cost.equality-probe-mib-ms"
+READ_COST_EQUALITY_PROBE_MIB_MS_DEFAULT = _DEFAULT_COEFFICIENTS.equality_probe_mib_ms
 
 #: How long a compaction commit waits for the table's announced writers (write leases, docs/operations.md "Writers
 #: and compaction") before ``compaction.yield.on-timeout`` applies. A merge-on-read DML fails when a compaction
@@ -412,8 +463,21 @@ def _positive_float(value: object) -> str | None:
     return None if value > 0.0 else "must be > 0"
 
 
+def _non_negative_float(value: object) -> str | None:
+    assert isinstance(value, float)
+    return None if value >= 0.0 else "must be >= 0"
+
+
+def _off_or_at_least_one(value: object) -> str | None:
+    assert isinstance(value, float)
+    return None if value == 0.0 or value >= 1.0 else "must be 0 (off) or >= 1"
+
+
 def _no_check(value: object) -> str | None:
     return None
+
+
+_COEFFICIENTS = tuple(f.name for f in fields(ReadCostCoefficients))
 
 
 _KNOBS: tuple[_Knob, ...] = (
@@ -441,6 +505,16 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("one_dv_per_puffin_file", ONE_DV_PER_PUFFIN_FILE, _parse_bool, _no_check),
     _Knob("row_group_copy_enabled", ROW_GROUP_COPY_ENABLED, _parse_bool, _no_check),
     _Knob("row_group_copy_min_row_group_bytes", ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES, _parse_int, _at_least(0)),
+    _Knob("read_cost_max_overhead", READ_COST_MAX_OVERHEAD, _parse_float, _off_or_at_least_one),
+    _Knob("read_cost_min_saving_ms", READ_COST_MIN_SAVING_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_data_file_ms", READ_COST_DATA_FILE_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_data_mib_ms", READ_COST_DATA_MIB_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_position_delete_read_ms", READ_COST_POSITION_DELETE_READ_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_position_delete_row_ms", READ_COST_POSITION_DELETE_ROW_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_dv_read_ms", READ_COST_DV_READ_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_equality_delete_file_ms", READ_COST_EQUALITY_DELETE_FILE_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_equality_delete_row_ms", READ_COST_EQUALITY_DELETE_ROW_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_equality_probe_mib_ms", READ_COST_EQUALITY_PROBE_MIB_MS, _parse_float, _non_negative_float),
     _Knob("yield_max_wait_seconds", YIELD_MAX_WAIT, parse_duration, _at_least(0)),
     _Knob("yield_on_timeout", YIELD_ON_TIMEOUT, _parse_on_timeout, _no_check),
     _Knob("yield_dml_history", YIELD_DML_HISTORY, _parse_bool, _no_check),
@@ -525,6 +599,19 @@ class CompactionPolicy:
     row_group_copy_enabled: bool = ROW_GROUP_COPY_ENABLED_DEFAULT
     #: ``compaction.row-group-copy.min-row-group-bytes``: smallest average row group of a file copied that way.
     row_group_copy_min_row_group_bytes: int = ROW_GROUP_COPY_MIN_ROW_GROUP_BYTES_DEFAULT
+    #: ``compaction.read-cost.max-overhead``: keep each partition's estimated scan cost under this x a compacted copy's.
+    read_cost_max_overhead: float = READ_COST_MAX_OVERHEAD_DEFAULT
+    #: ``compaction.read-cost.min-saving-ms``: the least estimated saving per scan the read-cost model acts on.
+    read_cost_min_saving_ms: float = READ_COST_MIN_SAVING_MS_DEFAULT
+    #: ``compaction.read-cost.*-ms``: the model's coefficients (ReadCostCoefficients).
+    read_cost_data_file_ms: float = READ_COST_DATA_FILE_MS_DEFAULT
+    read_cost_data_mib_ms: float = READ_COST_DATA_MIB_MS_DEFAULT
+    read_cost_position_delete_read_ms: float = READ_COST_POSITION_DELETE_READ_MS_DEFAULT
+    read_cost_position_delete_row_ms: float = READ_COST_POSITION_DELETE_ROW_MS_DEFAULT
+    read_cost_dv_read_ms: float = READ_COST_DV_READ_MS_DEFAULT
+    read_cost_equality_delete_file_ms: float = READ_COST_EQUALITY_DELETE_FILE_MS_DEFAULT
+    read_cost_equality_delete_row_ms: float = READ_COST_EQUALITY_DELETE_ROW_MS_DEFAULT
+    read_cost_equality_probe_mib_ms: float = READ_COST_EQUALITY_PROBE_MIB_MS_DEFAULT
     #: ``compaction.yield.max-wait``: seconds a commit waits for the table's write leases (0: does not wait).
     yield_max_wait_seconds: int = YIELD_MAX_WAIT_DEFAULT
     #: ``compaction.yield.on-timeout``: ``skip`` | ``commit`` once a commit waited ``yield.max-wait``.
@@ -558,6 +645,14 @@ class CompactionPolicy:
         if self.major_strategy == "binpack":
             return ()
         return parse_sort_columns(self.major_sort_columns, directions=self.major_strategy == "sort")
+
+    @cached_property
+    def read_cost_coefficients(self) -> ReadCostCoefficients:
+        return ReadCostCoefficients(**{name: getattr(self, f"read_cost_{name}") for name in _COEFFICIENTS})
+
+    @property
+    def read_cost_enabled(self) -> bool:
+        return self.read_cost_max_overhead > 0
 
     @property
     def clusters(self) -> bool:

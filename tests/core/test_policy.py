@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from compaction.core import policy as P
 from compaction.core.errors import ConfigError
 from compaction.core.policy import CompactionPolicy
+from compaction.core.read_cost import ReadCostCoefficients
 
 MiB = 1024 * 1024
 
@@ -39,6 +40,10 @@ TABLE = [
     ("one_dv_per_puffin_file", "compaction.one-dv-per-puffin-file", False),
     ("row_group_copy_enabled", "compaction.row-group-copy.enabled", True),
     ("row_group_copy_min_row_group_bytes", "compaction.row-group-copy.min-row-group-bytes", 16 * MiB),
+    ("read_cost_max_overhead", "compaction.read-cost.max-overhead", 1.5),
+    ("read_cost_min_saving_ms", "compaction.read-cost.min-saving-ms", 50.0),
+    *((f"read_cost_{c.name}", "compaction.read-cost." + c.name.replace("_", "-"),
+       getattr(ReadCostCoefficients(), c.name)) for c in dataclasses.fields(ReadCostCoefficients)),
     ("yield_max_wait_seconds", "compaction.yield.max-wait", 600),
     ("yield_on_timeout", "compaction.yield.on-timeout", "skip"),
     ("yield_dml_history", "compaction.yield.dml-history", True),
