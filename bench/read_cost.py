@@ -38,15 +38,13 @@ import dataclasses
 import datetime as _dt
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR, embedded_spark  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 from lib.contenders import drop_clone, register_clone, rotated
 from lib.scans import full_scan
 
@@ -311,17 +309,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
     formats = [int(f) for f in args.formats.split(",") if f]
 
-    from compaction.catalog import CatalogConfig
-    from compaction.spark.session import SparkSettings, build_session
-
-    workdir = Path(tempfile.mkdtemp(prefix="read-cost-bench-"))
-    catalog_cfg = CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db", workdir / "warehouse")
     load_start = os.getloadavg()[0]
     started = time.perf_counter()
-    spark = build_session([catalog_cfg], SparkSettings.from_environment(app_name="read-cost-bench"))
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG_NAME}.{NAMESPACE}")
     runs: list[dict[str, Any]] = []
-    try:
+    with embedded_spark(CATALOG_NAME, "read-cost-bench", NAMESPACE) as (spark, catalog_cfg):
         for shape in shapes:
             for fv in formats:
                 try:
@@ -345,9 +336,6 @@ def main(argv: list[str] | None = None) -> int:
             + "\n")
         print("\n" + text, flush=True)
         return 0 if checks and all(c["met"] for c in checks) else 1
-    finally:
-        spark.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -45,15 +45,13 @@ import argparse
 import datetime as _dt
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.common import RESULTS_DIR, embedded_spark  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 from lib.contenders import drop_clone, register_clone, rotated
 from lib.scans import full_scan
 
@@ -337,17 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [s for s in args.sizes.split(",") if s]
     formats = [int(f) for f in args.formats.split(",") if f]
 
-    from compaction.catalog import CatalogConfig
-    from compaction.spark.session import SparkSettings, build_session
-
-    workdir = Path(tempfile.mkdtemp(prefix="rg-copy-bench-"))
-    catalog_cfg = CatalogConfig.sqlite(CATALOG_NAME, workdir / "catalog.db", workdir / "warehouse")
     load_start = os.getloadavg()[0]
     started = time.perf_counter()
-    spark = build_session([catalog_cfg], SparkSettings.from_environment(app_name="row-group-copy-bench"))
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG_NAME}.{NAMESPACE}")
     runs: list[dict[str, Any]] = []
-    try:
+    with embedded_spark(CATALOG_NAME, "row-group-copy-bench", NAMESPACE) as (spark, catalog_cfg):
         for size in sizes:
             for fv in formats:
                 try:
@@ -367,9 +358,6 @@ def main(argv: list[str] | None = None) -> int:
                     {"argv": sys.argv[1:] if argv is None else argv, "runs": runs}, indent=2, default=str) + "\n")
         print("\n" + text, flush=True)
         return 0 if all("error" not in r and all(g["met"] for g in r["goals"].values()) for r in runs) else 1
-    finally:
-        spark.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ sets ``SPARK_LOCAL_IP`` unless it is set."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -63,3 +64,27 @@ def table_files(spark: Any, table_ref: str) -> dict[str, int]:
         else:
             out["position_delete_files"] += int(r["n"])
     return out
+
+
+@contextlib.contextmanager
+def embedded_spark(catalog_name: str, app_name: str, namespace: str | None = None) -> Iterator[tuple[Any, Any]]:
+    """(spark, catalog config) on a throwaway embedded catalog (SQLite + a local warehouse in a temporary folder),
+    with ``namespace`` created; the session stopped and the folder removed on exit."""
+    import shutil
+    import tempfile
+
+    from compaction.catalog import CatalogConfig
+    from compaction.spark.session import SparkSettings, build_session
+
+    workdir = Path(tempfile.mkdtemp(prefix=f"{app_name}-"))
+    catalog_cfg = CatalogConfig.sqlite(catalog_name, workdir / "catalog.db", workdir / "warehouse")
+    try:
+        spark = build_session([catalog_cfg], SparkSettings.from_environment(app_name=app_name))
+        try:
+            if namespace:
+                spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog_name}.{namespace}")
+            yield spark, catalog_cfg
+        finally:
+            spark.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
