@@ -528,7 +528,14 @@ def read_costs(table_state: TableState, policy: CompactionPolicy) -> dict[Partit
     return out
 
 
-_KIND_RANK = {CompactionKind.NONE: 0, CompactionKind.MINOR: 1}
+def _read_cost_metrics(now_ms: float, compacted_ms: float) -> dict[str, float]:
+    return {"read_cost_ms": round(now_ms, 3), "read_cost_compacted_ms": round(compacted_ms, 3),
+            "read_cost_overhead": round(now_ms / compacted_ms, 3)}
+
+
+#: The compactions in the order of what they do: (kind, full rewrite) -> rank.
+_STRENGTH = {(CompactionKind.NONE, False): 0, (CompactionKind.MINOR, False): 1, (CompactionKind.MAJOR, False): 2,
+             (CompactionKind.MAJOR, True): 3}
 
 
 def _by_read_cost(a: _Analysis, policy: CompactionPolicy, format_version: int, kind: CompactionKind, reason: str,
@@ -544,52 +551,34 @@ def _by_read_cost(a: _Analysis, policy: CompactionPolicy, format_version: int, k
     if kind is CompactionKind.NONE:
         # Most partitions need nothing: no compaction can save more than the way down to the compacted copy.
         now_ms = coefficients.cost_ms(a.read_shape)
-        compacted_ms = max(coefficients.cost_ms(compacted_shape(
-            a.data_bytes, a.data_records, min(1.0, a.delete_ratio), policy.target_file_size_bytes)),
-            coefficients.data_file_ms, 1e-6)
+        compacted_ms = coefficients.compacted_ms(compacted_shape(
+            a.data_bytes, a.data_records, min(1.0, a.delete_ratio), policy.target_file_size_bytes))
         if now_ms <= limit * compacted_ms or now_ms - compacted_ms < policy.read_cost_min_saving_ms:
-            return kind, reason, full, {"read_cost_ms": round(now_ms, 3), "read_cost_compacted_ms": round(
-                compacted_ms, 3), "read_cost_overhead": round(now_ms / compacted_ms, 3)}
+            return kind, reason, full, _read_cost_metrics(now_ms, compacted_ms)
     estimate = _estimate_read_cost(a, policy, format_version)
-    options: list[tuple[CompactionKind, bool, float]] = []  # in the order of bytes rewritten
-    for option_kind, option_full, shape in ((CompactionKind.MINOR, False, estimate.after_minor),
-                                            (CompactionKind.MAJOR, False, estimate.after_major),
-                                            (CompactionKind.MAJOR, True, estimate.after_full)):
-        if shape is not None:
-            options.append((option_kind, option_full, estimate.coefficients.cost_ms(shape)))
-    options.sort(key=lambda o: a.cost(o[0], o[1]))
-
-    def rank(k: CompactionKind, f: bool) -> int:
-        return _KIND_RANK.get(k, 3 if f else 2)
-
-    def predicted(k: CompactionKind, f: bool) -> float:
-        for option_kind, option_full, ms in options:
-            if (option_kind, option_full) == (k, f):
-                return ms
-        return estimate.now_ms
-
-    chosen_ms = predicted(kind, full) if kind is not CompactionKind.NONE else estimate.now_ms
-    metrics = {
-        "read_cost_ms": round(estimate.now_ms, 3),
-        "read_cost_compacted_ms": round(estimate.compacted_ms, 3),
-        "read_cost_overhead": round(estimate.overhead(), 3),
-    }
+    after_ms = {option: coefficients.cost_ms(shape) for option, shape in (
+        ((CompactionKind.MINOR, False), estimate.after_minor), ((CompactionKind.MAJOR, False), estimate.after_major),
+        ((CompactionKind.MAJOR, True), estimate.after_full)) if shape is not None}
+    chosen_ms = after_ms.get((kind, full), estimate.now_ms)
+    metrics = _read_cost_metrics(estimate.now_ms, estimate.compacted_ms)
     over = estimate.overhead(chosen_ms)
     if over > limit:
-        stronger = [o for o in options if rank(o[0], o[1]) > rank(kind, full)]
-        fits = [o for o in stronger if estimate.overhead(o[2]) <= limit]
-        pick = fits[0] if fits else min(stronger, key=lambda o: o[2], default=None)
-        if pick is not None and chosen_ms - pick[2] >= policy.read_cost_min_saving_ms:
-            new_kind, new_full, new_ms = pick
+        # In the order of bytes rewritten: the least rewrite that fits wins.
+        stronger = sorted((o for o in after_ms if _STRENGTH[o] > _STRENGTH[(kind, full)]), key=lambda o: a.cost(*o))
+        fits = [o for o in stronger if estimate.overhead(after_ms[o]) <= limit]
+        pick = fits[0] if fits else min(stronger, key=after_ms.__getitem__, default=None)
+        if pick is not None and chosen_ms - after_ms[pick] >= policy.read_cost_min_saving_ms:
+            new_kind, new_full = pick
             what = "full MAJOR" if new_full and not policy.clusters else new_kind.value.upper()
             now = (f"read cost {estimate.overhead():.2f}x a compacted copy's (est. {estimate.now_ms:.0f} ms per scan "
                    f"vs {estimate.compacted_ms:.0f} ms)")
+            leaves = estimate.overhead(after_ms[pick])
             if kind is CompactionKind.NONE:
-                reason = f"{now} > {limit:.2f}; {what} leaves {estimate.overhead(new_ms):.2f}x -> {what}"
+                reason = f"{now} > {limit:.2f}; {what} leaves {leaves:.2f}x -> {what}"
             else:
                 reason = (f"{reason}; {now}: {kind.value.upper()} would leave {over:.2f}x > {limit:.2f}, {what} "
-                          f"{estimate.overhead(new_ms):.2f}x -> {what}")
-            kind, full, chosen_ms = new_kind, new_full, new_ms
+                          f"{leaves:.2f}x -> {what}")
+            kind, full, chosen_ms = new_kind, new_full, after_ms[pick]
     if kind is not CompactionKind.NONE:
         metrics["read_cost_after_ms"] = round(chosen_ms, 3)
     return kind, reason, full, metrics

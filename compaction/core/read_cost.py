@@ -96,8 +96,10 @@ class ReadCostCoefficients:
             raise ValueError(f"expected {len(names)} coefficients, got {len(values)}")
         return cls(**dict(zip(names, (float(v) for v in values))))
 
-    def replace(self, **changes: float) -> ReadCostCoefficients:
-        return replace(self, **changes)
+    def compacted_ms(self, compacted: ReadShape) -> float:
+        """The cost of a compacted copy, kept above 0 so that an overhead over it is defined: a partition whose rows
+        are all deleted compacts to nothing, and its overhead is then taken over one file's open."""
+        return max(self.cost_ms(compacted), self.data_file_ms, 1e-6)
 
 
 def _live_bytes(data_bytes: int, deleted_fraction: float) -> float:
@@ -151,9 +153,7 @@ class ReadCostEstimate:
 
     @property
     def compacted_ms(self) -> float:
-        """Kept above 0: a partition whose rows are all deleted compacts to nothing, and its overhead is then taken
-        over one file's open."""
-        return max(self.coefficients.cost_ms(self.compacted), self.coefficients.data_file_ms, 1e-6)
+        return self.coefficients.compacted_ms(self.compacted)
 
     def overhead(self, ms: float | None = None) -> float:
         """``ms`` (default: now) over the compacted copy's cost."""
