@@ -63,7 +63,7 @@ class PhaseTimer:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        from compaction.spark import group_reads, job, jvm, major, partition_files, task
+        from compaction.spark import gate, group_reads, job, jvm, major, partition_files, task
 
         # A name is wrapped in every module of the job that calls it (each module looks up its own global).
         job_side = (job, task, group_reads)
@@ -88,6 +88,9 @@ class PhaseTimer:
             (partition_files, "_position_delete_targets", "position_delete_targets"),
             (partition_files, "_read_position_delete_targets", "read_position_delete_targets"),
             (partition_files.PartitionFiles, "refine_position_deletes", "refine_position_deletes"),
+            (gate, "_wait_for_dml_window", "dml_window"),
+            (jvm.DeferredCleanup, "committed", "deferred_cleanup"),
+            (major, "_landed", "landed"),
         ]
         saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]
         saved.append((group_reads, "partition_fingerprints_query", group_reads.partition_fingerprints_query))

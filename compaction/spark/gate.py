@@ -122,6 +122,24 @@ def _history_of(table_ref: str) -> _History:
     return _HISTORIES.setdefault(table_ref, _History())
 
 
+def warm_history(table: Any) -> None:
+    """Start reading ``table``'s recent history in a background thread, for the commit window of a commit about to
+    be prepared (a rewrite, a conversion): each snapshot is read through py4j once, so the window then reads only
+    what was committed meanwhile instead of walking the history right before the commit. Best effort."""
+    bound = _BOUND.get()
+    if bound is None or not bound.policy.yield_dml_history:
+        return
+    history = _history_of(bound.table_ref)
+
+    def read() -> None:
+        try:
+            history.recent(table, refresh=False)
+        except Exception:  # noqa: BLE001 - the window reads it again and handles the error
+            pass
+
+    threading.Thread(target=read, name="icecompact-history", daemon=True).start()
+
+
 def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History) -> None:
     """Hold a commit until the history says no DML of another writer is likely in flight when it lands (in about
     as long as the table's recent commits of ours took)."""

@@ -92,6 +92,10 @@ MINOR_GROUP_ROUNDS_DEFAULT = 2
 GROUP_COMMIT_DEFAULT = True
 
 
+#: How many partitions' files a group MAJOR scans at once after its commit.
+AFTER_SCAN_WORKERS = 4
+
+
 def _current_table(spark: Any, plan: CompactionPlan) -> tuple[Any, Any]:
     """The plan's table, refreshed, and its current snapshot (None for an empty table)."""
     table = J.load_table(spark, spark_identifier(plan))
@@ -255,9 +259,10 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         active = with_base_files()  # a failure here is handled as any failure of the checks after the commit
         table.refresh()
         last = commits[-1] if commits else base_id
-        # The partitions' files at the commit, scanned two at a time (driver-side metadata reads; the executors are
-        # idle meanwhile) while the group's rows are read.
-        after_scans = _scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active], workers=2)
+        # The partitions' files at the commit, up to four at a time (driver-side metadata reads, bound by py4j round
+        # trips more than by the CPU; the executors are idle meanwhile) while the group's rows are read.
+        after_scans = _scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active],
+                                workers=min(len(active), AFTER_SCAN_WORKERS))
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
         keys = PartitionKeys(spark)
         for task, part_expression, before, result in active:

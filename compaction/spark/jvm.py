@@ -21,10 +21,12 @@ Partition values on the Python side use the internal representation of :mod:`com
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
 import decimal
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from compaction.core.errors import UnsupportedTableError
 from compaction.core.model import PartitionScalar
@@ -33,6 +35,7 @@ from compaction.spark.compat import CACHE_CATALOG_CLASS, CACHE_CATALOG_CONF, sta
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
 
+T = TypeVar("T")
 JavaObject = Any  # py4j.java_gateway.JavaObject; kept loose so that mypy does not need py4j stubs
 
 _EPOCH_DATE = _dt.date(1970, 1, 1)
@@ -46,6 +49,28 @@ _INT_TYPES = frozenset({"INTEGER", "DATE"})
 def jvm(spark: SparkSession) -> Any:
     """The py4j JVM view of the session's driver."""
     return spark.sparkContext._jvm
+
+
+def in_background(spark: SparkSession, fn: Callable[..., T], *args: Any, name: str = "icecompact-background",
+                  **kwargs: Any) -> concurrent.futures.Future[T]:
+    """``fn(*args, **kwargs)`` started now in a daemon thread with ``spark`` active there (:func:`activate`) and the
+    caller's Spark local properties (job group, scheduler pool); the future gives its result or raises its error.
+    For driver-side metadata reads that overlap a Spark job: the py4j calls of both threads run concurrently."""
+    from pyspark import inheritable_thread_target
+
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            activate(spark)
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
+            future.set_exception(e)
+
+    threading.Thread(target=inheritable_thread_target(run), name=name, daemon=True).start()
+    return future
 
 
 def activate(spark: SparkSession) -> None:

@@ -27,7 +27,7 @@ from compaction.core.model import DeleteContent
 from compaction.core.posthoc import PLAN_PROPERTY as POSTHOC_PLAN_PROPERTY
 from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
-from compaction.spark.gate import commit_window
+from compaction.spark.gate import commit_window, warm_history
 from compaction.spark.row_group_copy import CopiedFile, RowGroupCopySettings, copy_eligible, delete_quietly
 from compaction.spark.partition_files import (
     PartitionFiles,
@@ -412,17 +412,22 @@ def _rewrite_action(spark: Any, table: Any, expression: Any, *, target_file_size
 
 
 def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
-                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY) -> tuple[list[Any], list[CopiedFile]]:
+                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY,
+                      on_planned: Callable[[list[Any]], None] | None = None) -> tuple[list[Any], list[CopiedFile]]:
     """Plan ``action``'s file groups from ``base_id`` and write each group's new files, without committing: the
     action's own planner and runner (its ``init`` and ``rewriteFiles``), so every option means what it means to
     ``CALL rewrite_data_files``. Each returned RewriteFileGroup holds its rewritten and added files; ``copy``: the
     planned files whose rows cannot change are concatenated at the row-group level instead (the returned copies),
-    the groups reduced to the rest. On a failure the files written so far are deleted (never committed)."""
+    the groups reduced to the rest. On a failure the files written so far are deleted (never committed).
+    ``on_planned(groups)``: called with the planned file groups (every file the rewrite will replace) before any is
+    written."""
     J.call_declared(spark, action, "init", J.jvm(spark).java.lang.Long.valueOf(int(base_id)))
     planner = J.declared_field(action, "planner")
     plan = planner.plan()
     if int(plan.totalGroupCount()) == 0:
         return [], []
+    if on_planned is not None:
+        on_planned(list(_iterate(plan.groups())))
     planned, pending = copy_eligible(spark, table, list(_iterate(plan.groups())), settings=copy, planner=planner)
     try:
         done = _rewrite_groups(spark, table, action, plan, planned)
@@ -435,6 +440,23 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
         _delete_added_files(table, done)
         raise
     return done, copies
+
+
+def _early_result(early: list[concurrent.futures.Future[tuple[frozenset[str], list[Any]]]],
+                  removed: frozenset[str]) -> list[Any] | None:
+    """The dangling deletes found from the planned files, when the rewrite replaced exactly those files; None
+    otherwise (also when that search failed: the caller searches again, in its own thread, and meets the error)."""
+    if not early:
+        return None
+    try:
+        planned_removed, dangling = early[0].result()
+    except Exception:  # noqa: BLE001 - searched again by the caller
+        return None
+    return dangling if planned_removed == removed else None
+
+
+def _planned_locations(groups: list[Any]) -> frozenset[str]:
+    return frozenset(str(t.file().location()) for g in groups for t in _iterate(g.fileScanTasks()))
 
 
 def _rewrite_groups(spark: Any, table: Any, action: Any, plan: Any, planned: list[Any]) -> list[Any]:
@@ -560,14 +582,31 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     # Row groups are copied only where the action's runner would write rows in no particular order: a plain
     # bin-pack of a table without a sort order (a sort or z-order, or the table's order, reorders every row).
     copies_allowed = layout.strategy == "binpack" and not bool(table.sortOrder().isSorted())
-    groups, copies = _rewritten_groups(spark, table, action, base_id, copy if copies_allowed else NO_ROW_GROUP_COPY)
+    # The delete files left dangling are found from the planned files while the rewrite writes them (a metadata
+    # walk in the driver, overlapping the Spark jobs); the search runs again if the rewrite replaced other files.
+    early: list[concurrent.futures.Future[tuple[frozenset[str], list[Any]]]] = []
+
+    def search_dangling(removed: frozenset[str]) -> list[Any]:
+        return find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table,
+                                     removed_data=removed)
+
+    def search_planned(planned_groups: list[Any]) -> tuple[frozenset[str], list[Any]]:
+        removed = _planned_locations(planned_groups)
+        return removed, search_dangling(removed)
+
+    def planned(planned_groups: list[Any]) -> None:
+        early.append(J.in_background(spark, search_planned, planned_groups, name="icecompact-dangling"))
+
+    warm_history(table)
+    groups, copies = _rewritten_groups(spark, table, action, base_id, copy if copies_allowed else NO_ROW_GROUP_COPY,
+                                       on_planned=planned if remove_dangling else None)
     dangling: list[Any] = []
     try:
         if remove_dangling:
             rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
             rewritten_paths |= {str(f.location()) for c in copies for f in c.sources}
-            dangling = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table,
-                                             removed_data=rewritten_paths)
+            found = _early_result(early, rewritten_paths)
+            dangling = found if found is not None else search_dangling(rewritten_paths)
     except Exception:
         _delete_added_files(table, groups, copies)
         raise
@@ -613,6 +652,9 @@ def _check_no_older_data_added(spark: Any, table: Any, expression: Any, base_id:
     """Our own check, which Iceberg does not make for removed delete files: if a commit between our base and our
     commit added a data file with data seq < S of a removed equality delete into its scope, that delete was still
     needed (a concurrent rewrite keeping its starting sequence number)."""
+    between = snapshots_between(table, base_id, commit_id)[:-1]
+    if not between:
+        return  # nothing was committed between our base and our commit
     equality = [d for d in removed if delete_kind(d) is DeleteContent.EQUALITY]
     if not equality:
         return
@@ -623,7 +665,7 @@ def _check_no_older_data_added(spark: Any, table: Any, expression: Any, base_id:
     max_global_seq = max(global_seqs, default=-1)
     max_seq = max(int(d.dataSequenceNumber()) for d in equality)
     expressions = J.jvm(spark).org.apache.iceberg.expressions
-    for sid in snapshots_between(table, base_id, commit_id)[:-1]:
+    for sid in between:
         for f in added_data_files(table, sid):
             seq = f.dataSequenceNumber()
             if seq is None or int(seq) >= max_seq:

@@ -50,7 +50,7 @@ from compaction.spark.minor_write import (  # noqa: F401  (writers re-exported: 
     write_deletion_vectors,
     write_position_delete_files,
 )
-from compaction.spark.gate import commit_window
+from compaction.spark.gate import commit_window, warm_history
 from compaction.spark.partition_files import (
     PartitionFiles,
     _iterate,
@@ -713,6 +713,7 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
     busy = [i for i, c in enumerate(changes) if c.busy]
     if not busy:
         return outcomes
+    warm_history(table)  # read while the delete files are written
     fmt = int(table.operations().current().formatVersion())
     new_files = {
         i: write_deletion_vectors(spark, table, changes[i].work.data_files, changes[i].positions,
