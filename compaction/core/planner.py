@@ -92,6 +92,7 @@ __all__ = [
     "cross_partition_position_deletes",
     "partition_order_key",
     "PlanCache",
+    "READ_COST_REASON",
     "read_costs",
 ]
 
@@ -538,6 +539,10 @@ _STRENGTH = {(CompactionKind.NONE, False): 0, (CompactionKind.MINOR, False): 1, 
              (CompactionKind.MAJOR, True): 3}
 
 
+#: How a reason the read-cost model raised starts its part (reports count the model's decisions by it).
+READ_COST_REASON = "read cost "
+
+
 def _by_read_cost(a: _Analysis, policy: CompactionPolicy, format_version: int, kind: CompactionKind, reason: str,
                   full: bool) -> tuple[CompactionKind, str, bool, dict[str, float]]:
     """The count rules' decision, raised to the least rewrite that brings the partition's estimated scan cost under
@@ -570,7 +575,7 @@ def _by_read_cost(a: _Analysis, policy: CompactionPolicy, format_version: int, k
         if pick is not None and chosen_ms - after_ms[pick] >= policy.read_cost_min_saving_ms:
             new_kind, new_full = pick
             what = "full MAJOR" if new_full and not policy.clusters else new_kind.value.upper()
-            now = (f"read cost {estimate.overhead():.2f}x a compacted copy's (est. {estimate.now_ms:.0f} ms per scan "
+            now = (f"{READ_COST_REASON}{estimate.overhead():.2f}x a compacted copy's (est. {estimate.now_ms:.0f} ms per scan "
                    f"vs {estimate.compacted_ms:.0f} ms)")
             leaves = estimate.overhead(after_ms[pick])
             if kind is CompactionKind.NONE:

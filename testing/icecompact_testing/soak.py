@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
+from compaction.core.planner import READ_COST_REASON
 from icecompact_testing.airflow_processes import AirflowProcesses
 
 NAMESPACE = "soak"
@@ -593,6 +594,15 @@ def _work_age(age: dict[str, Any] | None) -> str:
             f"p95 {age['to_validated_p95_s']} s, unserved at the end {age['unserved']}")
 
 
+def _read_cost_share(runs: list[dict[str, Any]]) -> str:
+    """How many committed partition decisions the planner's read-cost model raised above the count rules', by kind."""
+    committed = [p for r in runs for p in r["partitions"]]
+    raised = Counter(p["kind"] for p in committed if p.get("by_read_cost"))
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(raised.items()))
+    return (f"read-cost model raised {sum(raised.values())} of {len(committed)} committed partition decisions"
+            + (f" ({kinds})" if kinds else ""))
+
+
 def _quantile(values: Sequence[float], q: float) -> float | None:
     if not values:
         return None
@@ -1014,6 +1024,7 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
                                    and o.status is not OutcomeStatus.NO_OP}),
                 # What each committed partition did to its files (why a partition's file count still grows).
                 "partitions": [{"label": o.partition_label, "kind": o.kind.value, "reason": (o.reason or "")[:200],
+                                "by_read_cost": READ_COST_REASON in (o.reason or ""),
                                 "data_files": [o.data_files_before, o.data_files_after],
                                 "delete_files": [o.delete_files_before, o.delete_files_after]}
                                for o in outcomes if o.status is OutcomeStatus.COMMITTED],
@@ -1223,7 +1234,8 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
             "met": bool(ratios) and (_quantile(ratios, 0.5) or 9) <= 1.3 and (_quantile(ratios, 0.9) or 9) <= 1.6,
             "figure": ((f"median {_quantile(ratios, 0.5):.2f}x, p90 {_quantile(ratios, 0.9):.2f}x" if ratios
                         else "no scans") + f"; our compaction wrote {checks.get('our_bytes_written', 0) / 2**20:.0f} "
-                       f"MiB and removed {checks.get('our_bytes_removed', 0) / 2**20:.0f} MiB (snapshot summaries)")}
+                       f"MiB and removed {checks.get('our_bytes_removed', 0) / 2**20:.0f} MiB (snapshot summaries); "
+                       f"{_read_cost_share(report.runs)}")}
     else:
         # The table is unchanged by the killed job, or what it committed before the kill passed a check (its own
         # or the post-hoc one of the next plan): nothing it left on main is unvalidated.
