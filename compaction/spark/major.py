@@ -426,9 +426,10 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
     plan = planner.plan()
     if int(plan.totalGroupCount()) == 0:
         return [], []
+    groups = list(_iterate(plan.groups()))
     if on_planned is not None:
-        on_planned(list(_iterate(plan.groups())))
-    planned, pending = copy_eligible(spark, table, list(_iterate(plan.groups())), settings=copy, planner=planner)
+        on_planned(groups)
+    planned, pending = copy_eligible(spark, table, groups, settings=copy, planner=planner)
     try:
         done = _rewrite_groups(spark, table, action, plan, planned)
     except BaseException:
