@@ -36,6 +36,7 @@ def label(rep: dict[str, Any]) -> str:
 
 def chart(reports: dict[str, dict[str, Any]], path: Path) -> None:
     import matplotlib
+    from icecompact_testing.soak import max_partition_eq_delete_files
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -49,6 +50,7 @@ def chart(reports: dict[str, dict[str, Any]], path: Path) -> None:
         ax.plot(t, [s["delete_files"] for s in samples], label="delete files (table)")
         ax.plot(t, [s["eq_delete_files"] for s in samples], label="equality-delete files")
         ax.plot(t, [s["max_partition_delete_files"] for s in samples], label="max per partition")
+        ax.plot(t, [max_partition_eq_delete_files(s) for s in samples], label="max equality-delete files per partition")
         ax.set_title(label(rep))
         ax.set_ylabel("files")
         ax = axes[1][col]
@@ -176,7 +178,9 @@ def main() -> int:
     all_met = True
     if args.from_json:
         stored = json.loads(Path(args.from_json).read_text())
-        lines = [stored.get("header", "soak (re-evaluated from stored figures)"), ""]
+        header = stored.get("header", "soak")
+        lines = [f"{header}; goals re-evaluated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from the "
+                 f"stored figures (--from-json)", ""]
         for key, data in sorted((k, v) for k, v in stored.items() if k != "header"):
             report = SoakReport.from_json(data)
             goals = evaluate(report, minor_trigger(report.config))

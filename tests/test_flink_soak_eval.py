@@ -39,3 +39,23 @@ def test_the_flink_job_must_end_cancelled_by_us() -> None:
     assert "minor x1: 4 equality-delete files >= 1" in good["planner_decisions_on_flink_commits"]["figure"]
     bad = evaluate(_report(False), minor_trigger=4)
     assert not bad["flink_job_never_failed"]["met"] and "CommitFailedException" in bad["flink_job_never_failed"]["figure"]
+
+
+def _sample(t: float, eq: list[int], positions: list[int]) -> dict[str, object]:
+    partitions = [{"partition": f"p{i}", "delete_files": e + p, "eq_delete_files": e} for i, (e, p)
+                  in enumerate(zip(eq, positions))]
+    return {"t": t, "max_partition_delete_files": max(e + p for e, p in zip(eq, positions)), "partitions": partitions}
+
+
+def test_the_bound_is_on_equality_deletes_the_file_scoped_ones_are_reported() -> None:
+    report = _report(True)
+    # One position delete file per data file (what a MINOR leaves) does not count against the bound ...
+    report.samples = [_sample(1.0, [30, 0], [0, 0]), _sample(6.0, [3, 8], [20, 12])]
+    goal = evaluate(report, minor_trigger=4)["equality_delete_files_per_partition_bounded"]
+    assert goal["met"], goal
+    assert "equality-delete files of a partition after the first compaction 8" in goal["figure"]
+    assert "(position deletes / DVs included) max 23" in goal["figure"]
+    # ... equality deletes piling up after the first compaction do; samples of older reports carry only partitions.
+    report.samples.append({"t": 7.0, "partitions": [{"eq_delete_files": 9, "delete_files": 9}],
+                           "max_partition_delete_files": 9})
+    assert not evaluate(report, minor_trigger=4)["equality_delete_files_per_partition_bounded"]["met"]

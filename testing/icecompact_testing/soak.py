@@ -594,6 +594,13 @@ def _work_age(age: dict[str, Any] | None) -> str:
             f"p95 {age['to_validated_p95_s']} s, unserved at the end {age['unserved']}")
 
 
+def _bytes_rewritten(checks: Mapping[str, Any]) -> str:
+    if "our_bytes_written" not in checks:
+        return "bytes rewritten not recorded in this report"
+    return (f"our compaction wrote {checks['our_bytes_written'] / 2**20:.0f} MiB and removed "
+            f"{checks.get('our_bytes_removed', 0) / 2**20:.0f} MiB (snapshot summaries)")
+
+
 def _read_cost_share(runs: list[dict[str, Any]]) -> str:
     """How many committed partition decisions the planner's read-cost model raised above the count rules', by kind."""
     committed = [p for r in runs for p in r["partitions"]]
@@ -610,6 +617,13 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------------- the run
+def max_partition_eq_delete_files(sample: Mapping[str, Any]) -> int:
+    """The most equality-delete files one partition had in ``sample`` (from its partitions in earlier reports)."""
+    if "max_partition_eq_delete_files" in sample:
+        return int(sample["max_partition_eq_delete_files"])
+    return max((int(p["eq_delete_files"]) for p in sample.get("partitions", [])), default=0)
+
+
 def _sample(catalog: CatalogConfig, table_name: str) -> dict[str, Any]:
     from compaction.core.model import DeleteContent
     from compaction.metadata.inspect import load_table, table_state
@@ -631,6 +645,7 @@ def _sample(catalog: CatalogConfig, table_name: str) -> dict[str, Any]:
         "delete_files": sum(x["delete_files"] for x in partitions),
         "eq_delete_files": sum(x["eq_delete_files"] for x in partitions),
         "max_partition_delete_files": max((x["delete_files"] for x in partitions), default=0),
+        "max_partition_eq_delete_files": max((x["eq_delete_files"] for x in partitions), default=0),
         "delete_ratio": delete_records / records if records else 0.0,
         "partitions": partitions,
     }
@@ -1166,17 +1181,23 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
     first_commit = next((r["finished_at"] for r in runs if r["outcomes"].get("committed")), None)
     after = [s for s in report.samples if first_commit and s["t"] > first_commit and "error" not in s]
     worst = max((s["max_partition_delete_files"] for s in after), default=None)
+    worst_eq = max((max_partition_eq_delete_files(s) for s in after), default=None)
     # Every streaming commit adds an equality-delete file to each partition it touches (all of them here), so between
     # two compactions of a partition about cycle / commit interval files arrive whatever the policy says.
     commit_ends = sorted(r["finished_at"] for r in runs if r["outcomes"].get("committed") and r["finished_at"])
     gaps = sorted(b - a for a, b in zip(commit_ends, commit_ends[1:]))
     cycle = _quantile(gaps, 0.5)
     arriving = f"{cycle / report.config.commit_interval_s:.0f}" if cycle else "?"
-    goals["delete_files_per_partition_bounded"] = {
-        "met": worst is not None and worst <= 2 * minor_trigger,
-        "figure": f"max delete files of a partition after the first compaction {worst} (bound 2 x {minor_trigger}); "
-                  f"median time between committing compaction runs {cycle or 0:.0f} s, in which the writer adds "
-                  f"~{arriving} equality-delete files to every partition"}
+    # Bounded are the equality deletes: the delete files a reader joins on every data file of the partition. What
+    # a MINOR leaves is one position delete file / DV per data file (Iceberg's file-scoped deletes, the shape the
+    # planner counts as settled), bounded by the data files; its count is in the figure, not the bound.
+    goals["equality_delete_files_per_partition_bounded"] = {
+        "met": worst_eq is not None and worst_eq <= 2 * minor_trigger,
+        "figure": f"max equality-delete files of a partition after the first compaction {worst_eq} (bound 2 x "
+                  f"{minor_trigger}); median time between committing compaction runs {cycle or 0:.0f} s, in which "
+                  f"the writer adds ~{arriving} equality-delete files to every partition; all delete files of a "
+                  f"partition (position deletes / DVs included) max {worst}, median "
+                  f"{_quantile(sorted(s['max_partition_delete_files'] for s in after), 0.5)}"}
     ratios = sorted(s["scan_ratio"] for s in after if "scan_ratio" in s)
     goals["scan_within_1_5x_of_after_full_compaction"] = {
         "met": bool(ratios) and ratios[-1] <= 1.5,
@@ -1233,9 +1254,7 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
         goals["scan_median_1_3x_p90_1_6x"] = {
             "met": bool(ratios) and (_quantile(ratios, 0.5) or 9) <= 1.3 and (_quantile(ratios, 0.9) or 9) <= 1.6,
             "figure": ((f"median {_quantile(ratios, 0.5):.2f}x, p90 {_quantile(ratios, 0.9):.2f}x" if ratios
-                        else "no scans") + f"; our compaction wrote {checks.get('our_bytes_written', 0) / 2**20:.0f} "
-                       f"MiB and removed {checks.get('our_bytes_removed', 0) / 2**20:.0f} MiB (snapshot summaries); "
-                       f"{_read_cost_share(report.runs)}")}
+                        else "no scans") + f"; {_bytes_rewritten(checks)}; {_read_cost_share(report.runs)}")}
     else:
         # The table is unchanged by the killed job, or what it committed before the kill passed a check (its own
         # or the post-hoc one of the next plan): nothing it left on main is unvalidated.
