@@ -46,6 +46,7 @@ from compaction.spark.group_reads import (
     read_own_rows,
 )
 from compaction.spark.major import (
+    RewriteChanges,
     find_tagged_snapshot,
     layout_for,
     new_tag,
@@ -54,7 +55,7 @@ from compaction.spark.major import (
     selection_for,
     selection_rewrites_nothing,
 )
-from compaction.spark.partition_files import PartitionKeys, scan_partition
+from compaction.spark.partition_files import PartitionFiles, PartitionKeys, scan_partition
 from compaction.spark.task import (
     classify_failure,
     emit,
@@ -125,6 +126,48 @@ def _scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[Partit
         return {key: pool.submit(inheritable_thread_target(scan), expression) for key, expression in items}
     finally:
         pool.shutdown(wait=False)  # the submitted scans still run; the futures give their results
+
+
+@dataclasses.dataclass(frozen=True)
+class _BeforeFromCommit:
+    """The group's partitions' files at the rewrite's base, from their files at its commit: that commit is the base's
+    only child on main, so its changes (:class:`RewriteChanges`) are every difference. Single-spec tables only
+    (there a partition's scan selects exactly its own files, and a file's partition says which scan had it)."""
+
+    base_id: int
+    changes: RewriteChanges
+    rewritten: dict[PartitionKey, dict[str, Any]]
+    removed_deletes: dict[PartitionKey, dict[tuple[str, int], Any]]
+
+    @classmethod
+    def of(cls, spark: Any, table: Any, base_id: int, commits: list[int], changes: list[RewriteChanges],
+           tasks: list[CompactionTask]) -> _BeforeFromCommit | None:
+        """None when the commits are not exactly one rewrite whose parent is ``base_id`` (scan the base instead)."""
+        if len(commits) != 1 or len(changes) != 1 or changes[0].snapshot_id != commits[0]:
+            return None
+        parent = table.snapshot(int(commits[0])).parentId()
+        if parent is None or int(parent) != int(base_id):
+            return None
+        keys = PartitionKeys(spark)
+        # The planned files name their partition without a py4j round trip; a file the action rewrote that the
+        # plan did not name is looked up.
+        planned = {path: t.partition for t in tasks for path in t.data_files}
+        rewritten: dict[PartitionKey, dict[str, Any]] = {}
+        for f in changes[0].rewritten:
+            path = str(f.location())
+            key = planned.get(path)
+            rewritten.setdefault(key if key is not None else keys.key_of(table, f), {})[path] = f
+        removed: dict[PartitionKey, dict[tuple[str, int], Any]] = {}
+        for ref, d in changes[0].removed_deletes.items():
+            removed.setdefault(keys.key_of(table, d), {})[ref] = d
+        return cls(int(base_id), changes[0], rewritten, removed)
+
+    def before(self, key: PartitionKey, after: PartitionFiles) -> PartitionFiles | None:
+        try:
+            return after.before_change(self.base_id, self.rewritten.get(key, {}), self.removed_deletes.get(key, {}),
+                                       self.changes.added)
+        except ValueError:  # not the commit's child after all: scanned at the base instead
+            return None
 
 
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
@@ -202,17 +245,28 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return {}, {}
     if len(active) < 2:
         return settled, {}
-    base_scans = _scans_at(spark, table, base_id, [(t.partition, e) for t, e, b, _ in active if b is None],
-                           workers=1, with_applied=False)
+    # On a single-spec table each partition's files at the base follow from its files after our commit and what
+    # the commit changed (_BeforeFromCommit), with no metadata walk beside the rewrite; otherwise they are scanned
+    # while the rewrite runs.
+    derive_base = at_plan_base and single_spec(table)
+    base_scans = {} if derive_base else _scans_at(
+        spark, table, base_id, [(t.partition, e) for t, e, b, _ in active if b is None], workers=1, with_applied=False)
+    changes: list[RewriteChanges] = []
 
-    def with_base_files() -> list[tuple[CompactionTask, Any, Any, PartitionResult]]:
+    def with_base_files(after_scans: dict[PartitionKey, concurrent.futures.Future[Any]] | None = None,
+                        ) -> list[tuple[CompactionTask, Any, Any, PartitionResult]]:
+        derived = (_BeforeFromCommit.of(spark, table, base_id, commits, changes, [t for t, _, _, _ in active])
+                   if derive_base and after_scans is not None else None)
         complete = []
         for task, expression, before, result in active:
             if before is None:
-                try:
-                    before = base_scans[task.partition].result()
-                except Exception:  # noqa: BLE001 - scanned again here: a failure then is this thread's
-                    before = scan_partition(spark, table, expression, base_id, with_applied=False)
+                if derived is not None:
+                    before = derived.before(task.partition, after_scans[task.partition].result())  # type: ignore[index]
+                if before is None:
+                    try:
+                        before = base_scans[task.partition].result()
+                    except Exception:  # noqa: BLE001 - scanned here: a failure then is this thread's
+                        before = scan_partition(spark, table, expression, base_id, with_applied=False)
                 settled_as_stale(plan, task, before, base_id, result, spark, table)  # at the plan's base: records
             complete.append((task, expression, before, result))
         return complete
@@ -238,7 +292,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             target_file_size_bytes=plan.policy.target_file_size_bytes,
             selection=None if selective is None else selection_for(plan.policy, selective),
             layout=layout_for(plan.policy, selective or "major"), remove_dangling=selective is None,
-            committed=commits,
+            committed=commits, changes=changes,
             copy=row_group_copy_for(plan.policy, selective or "major"))
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
@@ -256,13 +310,13 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
 
     def settle(fingerprints: FingerprintCache) -> None:
         nonlocal active
-        active = with_base_files()  # a failure here is handled as any failure of the checks after the commit
         table.refresh()
         last = commits[-1] if commits else base_id
         # The partitions' files at the commit, up to four at a time (driver-side metadata reads, bound by py4j round
         # trips more than by the CPU; the executors are idle meanwhile) while the group's rows are read.
         after_scans = _scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active],
                                 workers=min(len(active), AFTER_SCAN_WORKERS))
+        active = with_base_files(after_scans)  # a failure here is handled as any failure of the checks after commit
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
         keys = PartitionKeys(spark)
         for task, part_expression, before, result in active:

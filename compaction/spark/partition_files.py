@@ -107,6 +107,36 @@ class PartitionFiles:
             }
         return dict(self._counts)
 
+    def before_change(self, snapshot_id: int, rewritten: dict[str, Any],
+                      removed_deletes: dict[tuple[str, int], Any], added: frozenset[str]) -> PartitionFiles:
+        """These files (scanned at a snapshot whose parent is ``snapshot_id``) as they were at ``snapshot_id``: the
+        data files at ``added`` taken out, ``rewritten`` (location -> Java data file) and ``removed_deletes`` put back.
+        Exact only when those are every change of the child snapshot within this scan's partition, which is what a
+        rewrite's one commit is (a RewriteFiles adds data files and removes data and delete files, nothing else).
+        Its counts are derived from these files' (the py4j reads are of the changed files only)."""
+        if any(path in self.data for path in rewritten) or any(ref in self.deletes for ref in removed_deletes):
+            raise ValueError("a file the change removed is still in the scan: not the change's child snapshot")
+        gone = [path for path in added if path in self.data]
+        before = PartitionFiles(snapshot_id, has_applied=False)
+        before.data = {path: f for path, f in self.data.items() if path not in added}
+        before.data_sequence = {path: self.data_sequence[path] for path in before.data}
+        for path, f in rewritten.items():
+            before.data[path] = f
+            before.data_sequence[path] = int(f.dataSequenceNumber())
+        before.deletes = {**self.deletes, **removed_deletes}
+        restored = removed_deletes
+        counts = self.counts()
+        for sign, files in ((-1, [self.data[path] for path in gone]), (1, list(rewritten.values()))):
+            counts["data_files"] += sign * len(files)
+            counts["data_bytes"] += sign * sum(int(f.fileSizeInBytes()) for f in files)
+            counts["records"] += sign * sum(int(f.recordCount()) for f in files)
+        counts["delete_files"] += len(restored)
+        counts["delete_records"] += sum(int(d.recordCount()) for d in restored.values())
+        counts["equality_delete_files"] += sum(1 for d in restored.values()
+                                               if delete_kind(d) is DeleteContent.EQUALITY)
+        before._counts = counts
+        return before
+
     def to_state(self, key: PartitionKey, spark: Any = None) -> PartitionState:
         """The planner's view of these files (for re-evaluating a stale plan inside the job), as inspect builds it:
         file sequence numbers, and a position delete's single data file from ``referenced_data_file`` or equal

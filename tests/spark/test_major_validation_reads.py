@@ -23,6 +23,10 @@ from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.core.results import ROLLED_BACK
 from compaction.spark import group_reads, job
+from compaction.spark import jvm as J
+from compaction.spark.expressions import java_partition_expression
+from compaction.spark.group_reads import own_counts_at
+from compaction.spark.task import spark_identifier
 from compaction.spark import task as task_module
 from compaction.spark.validation import Fingerprint, ValidationLevel, fingerprint, read_ahead_allowed
 from icecompact_testing.oracle import read_table
@@ -136,8 +140,24 @@ def test_a_group_action_commits_once_and_validates_each_partition_on_its_own(spa
     workload = generate(spark, catalog, "cdc.g", WorkloadSpec(seed=21, partitioning="days_ts", commits=3,
                                                                rows_per_commit=40, days_span=3, evolve_spec=False))
     reads = _Reads(monkeypatch)
+    scanned: list[int | None] = []
+    real_scan = job.scan_partition
+
+    def recorded_scan(spark_, table_, expression, snapshot_id, **kwargs):  # type: ignore[no-untyped-def]
+        scanned.append(snapshot_id)
+        return real_scan(spark_, table_, expression, snapshot_id, **kwargs)
+
+    monkeypatch.setattr(job, "scan_partition", recorded_scan)
     the_plan, parts = _major(spark, catalog, "cdc.g")
     assert len(parts) >= 3 and len(the_plan.groups) == 1
+    # The partitions' files at the base follow from their files at the commit and the commit's changes: no
+    # metadata scan at the base, and the same counts as one.
+    assert the_plan.base_snapshot_id not in scanned and len(scanned) == len(parts), scanned
+    java_table = J.load_table(spark, spark_identifier(the_plan))
+    for t in the_plan.groups[0].tasks:
+        at_base = own_counts_at(spark, java_table, java_partition_expression(spark, java_table, t.partition),
+                                t.partition, the_plan.base_snapshot_id)
+        assert next(p for p in parts if p.label == t.partition.label()).before == at_base
     assert all(p.status == job.COMMITTED for p in parts), [(p.label, p.status, p.error) for p in parts]
     commits = {tuple(p.commit_snapshot_ids) for p in parts}
     # One commit, shared by every partition.
