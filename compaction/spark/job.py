@@ -55,7 +55,7 @@ from compaction.spark.major import (
     selection_for,
     selection_rewrites_nothing,
 )
-from compaction.spark.partition_files import PartitionFiles, PartitionKeys, scan_partition
+from compaction.spark.partition_files import PartitionFiles, PartitionKeys, _iterate, delete_ref, scan_partition
 from compaction.spark.task import (
     classify_failure,
     emit,
@@ -131,7 +131,8 @@ def _scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[Partit
 @dataclasses.dataclass(frozen=True)
 class _BeforeFromCommit:
     """The group's partitions' files at the rewrite's base, from their files at its commit: that commit is the base's
-    only child on main, so its changes (:class:`RewriteChanges`) are every difference. Single-spec tables only
+    only child on main, so its changes (the data files of :class:`RewriteChanges`, the delete files its snapshot
+    removed) are every difference. Single-spec tables only
     (there a partition's scan selects exactly its own files, and a file's partition says which scan had it)."""
 
     base_id: int
@@ -145,7 +146,8 @@ class _BeforeFromCommit:
         """None when the commits are not exactly one rewrite whose parent is ``base_id`` (scan the base instead)."""
         if len(commits) != 1 or len(changes) != 1 or changes[0].snapshot_id != commits[0]:
             return None
-        parent = table.snapshot(int(commits[0])).parentId()
+        snapshot = table.snapshot(int(commits[0]))
+        parent = snapshot.parentId()
         if parent is None or int(parent) != int(base_id):
             return None
         keys = PartitionKeys(spark)
@@ -158,8 +160,8 @@ class _BeforeFromCommit:
             key = planned.get(path)
             rewritten.setdefault(key if key is not None else keys.key_of(table, f), {})[path] = f
         removed: dict[PartitionKey, dict[tuple[str, int], Any]] = {}
-        for ref, d in changes[0].removed_deletes.items():
-            removed.setdefault(keys.key_of(table, d), {})[ref] = d
+        for d in _iterate(snapshot.removedDeleteFiles(table.io())):
+            removed.setdefault(keys.key_of(table, d), {})[delete_ref(d)] = d.copy()
         return cls(int(base_id), changes[0], rewritten, removed)
 
     def before(self, key: PartitionKey, after: PartitionFiles) -> PartitionFiles | None:

@@ -50,14 +50,14 @@ PLAN_PROPERTY = POSTHOC_PLAN_PROPERTY  # the post-hoc check finds our snapshots 
 
 @dataclass(frozen=True)
 class RewriteChanges:
-    """What one committed rewrite of ours changed (every change of its snapshot): the data files it replaced (Java,
-    as planned from the base, with their sequence numbers), the locations of the data files it added, and the
-    delete files it removed (by :func:`delete_ref`)."""
+    """The data files one committed rewrite of ours replaced (Java, as planned from the base, with their sequence
+    numbers) and the locations of the data files it added: every data-file change of its snapshot. (The delete files
+    it removed are read from the snapshot: Iceberg's commit also removes, by itself, the DVs and file-scoped position
+    deletes of the data files it replaces.)"""
 
     snapshot_id: int
     rewritten: tuple[Any, ...]
     added: frozenset[str]
-    removed_deletes: dict[tuple[str, int], Any]
 
 
 @dataclass
@@ -635,8 +635,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
             commit_id, tuple(f for g in groups for f in _iterate(g.rewrittenFiles()))
             + tuple(f for c in copies for f in c.sources),
             frozenset(str(f.location()) for g in groups for f in _iterate(g.addedFiles()))
-            | {str(c.added.location()) for c in copies},
-            _removed_deletes(groups, dangling)))
+            | {str(c.added.location()) for c in copies}))
     _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, dangling)
     rewritten = sum(int(g.rewrittenFiles().size()) for g in groups) + sum(len(c.sources) for c in copies)
