@@ -46,7 +46,6 @@ from compaction.spark.group_reads import (
     read_own_rows,
 )
 from compaction.spark.major import (
-    RewriteChanges,
     find_tagged_snapshot,
     layout_for,
     new_tag,
@@ -131,43 +130,45 @@ def _scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[Partit
 @dataclasses.dataclass(frozen=True)
 class _BeforeFromCommit:
     """The group's partitions' files at the rewrite's base, from their files at its commit: that commit is the base's
-    only child on main, so its changes (the data files of :class:`RewriteChanges`, the delete files its snapshot
-    removed) are every difference. Single-spec tables only
-    (there a partition's scan selects exactly its own files, and a file's partition says which scan had it)."""
+    only child on main, so what its snapshot added and removed is every difference (the removals include the DVs and
+    file-scoped position deletes Iceberg's commit drops by itself with the data files it replaces). Single-spec
+    tables only (there a partition's scan selects exactly its own files, and a file's partition says which scan had
+    it)."""
 
     base_id: int
-    changes: RewriteChanges
-    rewritten: dict[PartitionKey, dict[str, Any]]
+    added: frozenset[str]
+    removed_data: dict[PartitionKey, dict[str, Any]]
     removed_deletes: dict[PartitionKey, dict[tuple[str, int], Any]]
 
     @classmethod
-    def of(cls, spark: Any, table: Any, base_id: int, commits: list[int], changes: list[RewriteChanges],
+    def of(cls, spark: Any, table: Any, base_id: int, commits: list[int],
            tasks: list[CompactionTask]) -> _BeforeFromCommit | None:
-        """None when the commits are not exactly one rewrite whose parent is ``base_id`` (scan the base instead)."""
-        if len(commits) != 1 or len(changes) != 1 or changes[0].snapshot_id != commits[0]:
+        """None when the commits are not exactly one snapshot whose parent is ``base_id`` (scan the base instead)."""
+        if len(commits) != 1:
             return None
         snapshot = table.snapshot(int(commits[0]))
         parent = snapshot.parentId()
         if parent is None or int(parent) != int(base_id):
             return None
-        keys = PartitionKeys(spark)
+        io, keys = table.io(), PartitionKeys(spark)
         # The planned files name their partition without a py4j round trip; a file the action rewrote that the
         # plan did not name is looked up.
         planned = {path: t.partition for t in tasks for path in t.data_files}
-        rewritten: dict[PartitionKey, dict[str, Any]] = {}
-        for f in changes[0].rewritten:
+        removed_data: dict[PartitionKey, dict[str, Any]] = {}
+        for f in _iterate(snapshot.removedDataFiles(io)):
             path = str(f.location())
             key = planned.get(path)
-            rewritten.setdefault(key if key is not None else keys.key_of(table, f), {})[path] = f
-        removed: dict[PartitionKey, dict[tuple[str, int], Any]] = {}
-        for d in _iterate(snapshot.removedDeleteFiles(table.io())):
-            removed.setdefault(keys.key_of(table, d), {})[delete_ref(d)] = d.copy()
-        return cls(int(base_id), changes[0], rewritten, removed)
+            removed_data.setdefault(key if key is not None else keys.key_of(table, f), {})[path] = f.copy()
+        removed_deletes: dict[PartitionKey, dict[tuple[str, int], Any]] = {}
+        for d in _iterate(snapshot.removedDeleteFiles(io)):
+            removed_deletes.setdefault(keys.key_of(table, d), {})[delete_ref(d)] = d.copy()
+        added = frozenset(str(f.location()) for f in _iterate(snapshot.addedDataFiles(io)))
+        return cls(int(base_id), added, removed_data, removed_deletes)
 
     def before(self, key: PartitionKey, after: PartitionFiles) -> PartitionFiles | None:
         try:
-            return after.before_change(self.base_id, self.rewritten.get(key, {}), self.removed_deletes.get(key, {}),
-                                       self.changes.added)
+            return after.before_change(self.base_id, self.removed_data.get(key, {}),
+                                       self.removed_deletes.get(key, {}), self.added)
         except ValueError:  # not the commit's child after all: scanned at the base instead
             return None
 
@@ -253,11 +254,10 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     derive_base = at_plan_base and single_spec(table)
     base_scans = {} if derive_base else _scans_at(
         spark, table, base_id, [(t.partition, e) for t, e, b, _ in active if b is None], workers=1, with_applied=False)
-    changes: list[RewriteChanges] = []
 
     def with_base_files(after_scans: dict[PartitionKey, concurrent.futures.Future[Any]] | None = None,
                         ) -> list[tuple[CompactionTask, Any, Any, PartitionResult]]:
-        derived = (_BeforeFromCommit.of(spark, table, base_id, commits, changes, [t for t, _, _, _ in active])
+        derived = (_BeforeFromCommit.of(spark, table, base_id, commits, [t for t, _, _, _ in active])
                    if derive_base and after_scans is not None else None)
         complete = []
         for task, expression, before, result in active:
@@ -294,7 +294,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             target_file_size_bytes=plan.policy.target_file_size_bytes,
             selection=None if selective is None else selection_for(plan.policy, selective),
             layout=layout_for(plan.policy, selective or "major"), remove_dangling=selective is None,
-            committed=commits, changes=changes,
+            committed=commits,
             copy=row_group_copy_for(plan.policy, selective or "major"))
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")

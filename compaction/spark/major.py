@@ -48,18 +48,6 @@ ROW_GROUP_COPY_PROPERTY = "icecompact.row-group-copies"
 PLAN_PROPERTY = POSTHOC_PLAN_PROPERTY  # the post-hoc check finds our snapshots by it (compaction.core.posthoc)
 
 
-@dataclass(frozen=True)
-class RewriteChanges:
-    """The data files one committed rewrite of ours replaced (Java, as planned from the base, with their sequence
-    numbers) and the locations of the data files it added: every data-file change of its snapshot. (The delete files
-    it removed are read from the snapshot: Iceberg's commit also removes, by itself, the DVs and file-scoped position
-    deletes of the data files it replaces.)"""
-
-    snapshot_id: int
-    rewritten: tuple[Any, ...]
-    added: frozenset[str]
-
-
 @dataclass
 class MajorOutcome:
     base_snapshot_id: int | None
@@ -577,15 +565,14 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
 def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
                       plan_id: str, tag: str, selection: Selection | None = None,
                       layout: Layout = Layout(), remove_dangling: bool = False, covers_whole_table: bool = False,
-                      committed: list[int] | None = None, changes: list[RewriteChanges] | None = None,
+                      committed: list[int] | None = None,
                       copy: RowGroupCopySettings = NO_ROW_GROUP_COPY) -> tuple[int, int, int]:
     """Rewrite the partition's files as Iceberg's RewriteDataFiles plans and writes them, in one commit of ours;
     returns (rewritten data files, added data files, removed delete files). ``selection``: rewrite only the files it
     picks (None: every file with a delete, and the small files; under a clustering ``layout``, every data file of
     the partition). ``remove_dangling``: the same commit removes the partition's delete files that no data file
     left live needs (:func:`find_dangling_deletes`; ``covers_whole_table`` as there), also when nothing is
-    rewritten. ``committed``: gets the commit's snapshot as soon as it is on main, before our own checks;
-    ``changes``: gets what that snapshot changed (:class:`RewriteChanges`), at the same moment."""
+    rewritten. ``committed``: gets the commit's snapshot as soon as it is on main, before our own checks."""
     current = table.currentSnapshot()
     if current is None:
         return 0, 0, 0
@@ -630,12 +617,6 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
                                 copies=copies)
     if committed is not None:
         committed.append(commit_id)
-    if changes is not None:
-        changes.append(RewriteChanges(
-            commit_id, tuple(f for g in groups for f in _iterate(g.rewrittenFiles()))
-            + tuple(f for c in copies for f in c.sources),
-            frozenset(str(f.location()) for g in groups for f in _iterate(g.addedFiles()))
-            | {str(c.added.location()) for c in copies}))
     _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, dangling)
     rewritten = sum(int(g.rewrittenFiles().size()) for g in groups) + sum(len(c.sources) for c in copies)

@@ -113,6 +113,7 @@ class PartitionFiles:
         data files at ``added`` taken out, ``rewritten`` (location -> Java data file) and ``removed_deletes`` put back.
         Exact only when those are every change of the child snapshot within this scan's partition, which is what a
         rewrite's one commit is (a RewriteFiles adds data files and removes data and delete files, nothing else).
+        ``added`` may name files of other partitions: only those in this scan are taken out.
         Its counts are derived from these files' (the py4j reads are of the changed files only)."""
         if any(path in self.data for path in rewritten) or any(ref in self.deletes for ref in removed_deletes):
             raise ValueError("a file the change removed is still in the scan: not the change's child snapshot")
@@ -124,15 +125,14 @@ class PartitionFiles:
             before.data[path] = f
             before.data_sequence[path] = int(f.dataSequenceNumber())
         before.deletes = {**self.deletes, **removed_deletes}
-        restored = removed_deletes
         counts = self.counts()
         for sign, files in ((-1, [self.data[path] for path in gone]), (1, list(rewritten.values()))):
             counts["data_files"] += sign * len(files)
             counts["data_bytes"] += sign * sum(int(f.fileSizeInBytes()) for f in files)
             counts["records"] += sign * sum(int(f.recordCount()) for f in files)
-        counts["delete_files"] += len(restored)
-        counts["delete_records"] += sum(int(d.recordCount()) for d in restored.values())
-        counts["equality_delete_files"] += sum(1 for d in restored.values()
+        counts["delete_files"] += len(removed_deletes)
+        counts["delete_records"] += sum(int(d.recordCount()) for d in removed_deletes.values())
+        counts["equality_delete_files"] += sum(1 for d in removed_deletes.values()
                                                if delete_kind(d) is DeleteContent.EQUALITY)
         before._counts = counts
         return before
