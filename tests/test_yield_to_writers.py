@@ -11,6 +11,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from compaction.catalog import CatalogConfig
 from compaction.core.plan import CompactionMode
 from compaction.core.results import COMMITTED, SKIPPED
@@ -26,11 +28,19 @@ def _snapshot_ids(catalog: CatalogConfig, identifier: tuple[str, str]) -> list[i
     return [s.snapshot_id for s in catalog.load().load_table(identifier).snapshots()]
 
 
+@pytest.mark.parametrize("format_version,conversion_only", [(2, False), (3, True)])
 def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # type: ignore[no-untyped-def]
-        spark, sqlite_catalog: CatalogConfig, tmp_path: Path) -> None:
-    workload = generate(spark, sqlite_catalog, "cdc.yield_minor", WorkloadSpec(
-        seed=51, format_version=2, partitioning="days_ts", days_span=3, commits=3, rows_per_commit=40,
+        spark, sqlite_catalog: CatalogConfig, tmp_path: Path, format_version: int, conversion_only: bool) -> None:
+    """v2: the MINOR merges its fragment files first, a rewrite the writer's position deletes on them make Iceberg
+    refuse; it is planned again from the writer's snapshot. v3, no fragment files: the conversion's DVs meet the
+    writer's DVs for the same data files (Iceberg refuses a second DV); the group conversion absorbs those and
+    commits again on the writer's snapshot, without reading the positions again (PreparedMinor.rebased_in)."""
+    name = f"cdc.yield_minor_v{format_version}"
+    workload = generate(spark, sqlite_catalog, name, WorkloadSpec(
+        seed=51, format_version=format_version, partitioning="days_ts", days_span=3, commits=3, rows_per_commit=40,
         use_equality_deletes=True, eq_delete_fraction=0.7))
+    if conversion_only:  # no file is a fragment
+        spark.sql(f"ALTER TABLE {workload.table} SET TBLPROPERTIES ('compaction.fragment-ratio'='100000000')")
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
     snapshots_before = _snapshot_ids(sqlite_catalog, workload.identifier)
     victims = sorted((r for r in before.rows if r[0] is not None), key=repr)[:3]
@@ -38,7 +48,7 @@ def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # 
     for row in victims:
         del expected[row]
     with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
-        lease = ledger.acquire_write_lease("cdc.yield_minor", sqlite_catalog.name, "nightly-delete", ttl_s=600)
+        lease = ledger.acquire_write_lease(name, sqlite_catalog.name, "nightly-delete", ttl_s=600)
         lines: list[str] = []
         waiting = threading.Event()
 
@@ -53,7 +63,7 @@ def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # 
 
         def compact() -> None:
             try:
-                runs.append(compact_in_process(spark, sqlite_catalog, "cdc.yield_minor", CompactionMode.MINOR,
+                runs.append(compact_in_process(spark, sqlite_catalog, name, CompactionMode.MINOR,
                                                now=NOW, gate=gate, progress=progress))
             except BaseException as e:  # noqa: BLE001 - re-raised below
                 errors.append(e)
@@ -82,7 +92,13 @@ def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # 
         for sid in {c for p in run.partitions for c in p.commit_snapshot_ids}:
             assert writer_snapshot in ancestor_ids(table, sid)
         assert any("the writers' leases ended after" in line for line in lines), lines
-        assert ledger.live_commit_intents("cdc.yield_minor", catalog=sqlite_catalog.name) == []
+        if conversion_only:
+            # Refused once, then committed on the writer's snapshot with the positions read before.
+            assert any("conflicted with a writer's commit: committing again on the new snapshot" in line
+                       for line in lines), lines
+            assert not any("reading again" in line for line in lines), lines
+            assert [p.attempts for p in run.partitions] == [2] * len(run.partitions), lines
+        assert ledger.live_commit_intents(name, catalog=sqlite_catalog.name) == []
     after = read_table(table)
     assert after.rows == expected, "rows lost or resurrected"
     assert spark_rows(spark, workload.table) == expected

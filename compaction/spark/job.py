@@ -398,9 +398,11 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                 result.duration_ms = int((time.monotonic() - started) * 1000)
                 settled[key] = result
                 continue
-            if not ready.still_valid_in(spark, before):
+            usable = ready.usable_in(spark, table, before)
+            if usable is None:
                 continue  # changed since the group read: this partition decides and reads again on its own
-            change = PartitionChange(key, expression, before, ready.work, ready.positions, ready.converted_rows)
+            prepared[key] = usable
+            change = PartitionChange(key, expression, before, usable.work, usable.positions, usable.converted_rows)
             if not change.busy:
                 result.status, result.after = NO_OP, result.before
                 settled[key] = result
@@ -430,7 +432,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
             return settled, {}
         if not commits:  # nothing landed: each partition tries on its own
-            emit(progress, f"icecompact: MINOR group commit failed, running per partition: {err}")
+            emit(progress, f"icecompact: MINOR group commit failed, nothing committed: {err}")
             return {k: r for k, r in settled.items() if r.status == SKIPPED}, _group_conflicts(
                 err, kind, [t.partition for t, _, _ in active])
         # Committed, then something failed: never keep it silently.
@@ -769,16 +771,24 @@ class _GroupRun:
             self.settled.update({k: combine_rewrite_and_conversion(self.rewrites.get(k), r) for k, r in done.items()})
             _add_conflicts(self.conflicts, seen)
             self.report()
-            # Left out although the group read covered them: a writer's position delete or DV since that read made
-            # their positions stale, or the group commit conflicted before landing. Read them again as a group (one
-            # Spark job) rather than one partition at a time.
+            # Left out although the group read covered them: the group commit conflicted before landing (a writer's
+            # DML committed first, typically the one the commit gate waited for), or a writer's change since the
+            # read could not be moved onto (PreparedMinor.usable_in). The first keep their positions: the next
+            # round's setup moves them onto the new snapshot. The others are read again as a group (one Spark job)
+            # rather than one partition at a time.
             left = [t for t in self.pending if t.partition not in self.settled and t.partition in self.prepared]
             if group_round + 1 == MINOR_GROUP_ROUNDS_DEFAULT or len(left) < 2:
                 break
-            emit(self.progress, f"icecompact: MINOR {len(left)} partitions changed since the group read: reading again")
+            stale = [t for t in left if t.partition not in seen]
+            if len(stale) < len(left):
+                emit(self.progress, f"icecompact: MINOR group commit of {len(left) - len(stale)} partitions conflicted "
+                                    "with a writer's commit: committing again on the new snapshot")
+            if stale:
+                emit(self.progress, f"icecompact: MINOR {len(stale)} partitions changed since the group read: "
+                                    "reading again")
+                self.prepared = {**self.prepared, **_prepare_minor_group(self.spark, self.plan, stale,
+                                                                         self.progress)}
             self.pending = left
-            self.prepared = {**self.prepared, **_prepare_minor_group(self.spark, self.plan, self.pending,
-                                                                     self.progress)}
 
     def each_partition(self) -> None:
         for task in self.tasks:

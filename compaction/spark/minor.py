@@ -601,6 +601,71 @@ class PreparedMinor:
         """:meth:`still_valid_for` with Iceberg's own placement of position deletes."""
         return self.still_valid_for(files, lambda d: position_delete_target(spark, d))
 
+    def rebased_work(self, files: PartitionFiles, target_of: Callable[[Any], str | None]) -> tuple[_Work, list[Any]] | None:
+        """The work moved onto ``files`` (the partition at a later snapshot), when a writer's DML since the read only
+        added or replaced position deletes / DVs: returns the new work and the Parquet position delete files whose
+        rows must be added to the positions, or None when the partition must be read again.
+
+        The converted positions stay right while every data file of the read and every equality delete being
+        converted is live (see :meth:`still_valid_for`). A DML deleting rows of a data file that gets our new
+        position delete / DV adds one for it, on v3 replacing the file's DV (one DV per data file), on v2 often
+        replacing its file-scoped position delete: that file is absorbed too (its rows join ours; a DV is merged
+        in Java like any absorbed DV), and a delete file of the work removed since is no longer ours to remove.
+        Its rows stay covered: a v2 position delete's rows are already in the positions, and a removed DV must have
+        a replacing DV for its data file (a data file's deleted rows are never undeleted), or the work is read
+        again. A position delete / DV whose data file cannot be told from metadata, or names a data file not live
+        in the partition, is read again as before."""
+        old_data, old_deletes = set(self.files.data), set(self.files.deletes)
+        if not old_data <= set(files.data) or not set(self.work.equality) <= set(files.deletes):
+            return None
+        added_data = set(files.data) - old_data
+        absorbed: dict[tuple[str, int], Any] = {}
+        for ref, d in files.deletes.items():
+            if ref in old_deletes or delete_kind(d) is DeleteContent.EQUALITY:
+                continue
+            target = target_of(d)
+            if target in self.work.data_files:
+                absorbed[ref] = d
+            elif target is None or target not in files.data:
+                return None
+            # else: it names a data file added since, or one of the read that gets no file of ours: untouched
+        gone = {ref: d for ref, d in self.work.positional.items() if ref not in files.deletes}
+        replaced_dv_targets = {target_of(d) for d in absorbed.values()
+                               if delete_kind(d) is DeleteContent.DELETION_VECTOR}
+        if any(delete_kind(d) is DeleteContent.DELETION_VECTOR and target_of(d) not in replaced_dv_targets
+               for d in gone.values()):
+            return None
+        work = _Work(
+            equality=dict(self.work.equality),
+            eq_targets={path: set(refs) for path, refs in self.work.eq_targets.items()},
+            positional={**{ref: d for ref, d in self.work.positional.items() if ref not in gone}, **absorbed},
+            data_files=dict(self.work.data_files),
+            dangling={ref: d for ref, d in self.work.dangling.items() if ref in files.deletes},
+            described=dict(self.work.described),
+        )
+        return work, [d for d in absorbed.values() if delete_kind(d) is DeleteContent.POSITION]
+
+    def rebased_in(self, spark: Any, table: Any, files: PartitionFiles) -> PreparedMinor | None:
+        """:meth:`rebased_work` with Iceberg's placement of position deletes, the new Parquet position deletes' rows
+        read (one small Spark job, instead of matching the equality deletes against the data again)."""
+        moved = self.rebased_work(files, lambda d: position_delete_target(spark, d))
+        if moved is None:
+            return None
+        work, parquet = moved
+        positions = {path: set(rows) for path, rows in self.positions.items()}
+        if parquet:
+            new_rows = _Work({}, {}, {delete_ref(d): d for d in parquet}, work.data_files, {})
+            positions = {path: set(rows) for path, rows in union_positions(
+                positions, collect_positions(absorbed_positions(spark, new_rows, table))).items()}
+        return PreparedMinor(files.snapshot_id or self.snapshot_id, files, work,
+                             {path: sorted(rows) for path, rows in positions.items()}, self.converted_rows)
+
+    def usable_in(self, spark: Any, table: Any, files: PartitionFiles) -> PreparedMinor | None:
+        """This read as it is, or moved onto ``files`` (:meth:`rebased_in`), or None: read again."""
+        if self.still_valid_in(spark, files):
+            return self
+        return self.rebased_in(spark, table, files)
+
 
 def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[PartitionKey, Any]],
                   row_filter: Any) -> dict[PartitionKey, PreparedMinor]:
@@ -688,8 +753,9 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
     base_id = before.snapshot_id
     if base_id is None:
         return MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
-    if prepared is not None and prepared.still_valid_in(spark, before):
-        work, positions, converted_rows = prepared.work, prepared.positions, prepared.converted_rows
+    usable = None if prepared is None else prepared.usable_in(spark, table, before)
+    if usable is not None:
+        work, positions, converted_rows = usable.work, usable.positions, usable.converted_rows
     else:
         work = decide_work(spark, table, key, before, whole_table=whole_table)
         matched = collect_positions(matched_positions(spark, table, table_ref, int(base_id), row_filter, work))
