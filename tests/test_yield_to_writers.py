@@ -105,6 +105,68 @@ def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # 
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
+def test_a_writers_delete_in_one_partition_leaves_only_its_fragments_for_the_next_run(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, tmp_path: Path) -> None:
+    """The MINOR's fragment merge of three partitions waits at its commit for a leased writer whose DELETE hits
+    fragment files of one partition: Iceberg refuses the rewrite as written (a new position delete for a replaced
+    file), so the merge commits the other two partitions' file groups instead of writing everything again, and
+    leaves the hit partition's fragments, untouched, to the next run. Rows: exactly the writer's model."""
+    name = "cdc.yield_narrow"
+    workload = generate(spark, sqlite_catalog, name, WorkloadSpec(
+        seed=51, format_version=2, partitioning="days_ts", days_span=3, commits=3, rows_per_commit=40,
+        use_equality_deletes=True, eq_delete_fraction=0.7))
+    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
+    first_day = min(r[2].date() for r in before.rows if r[0] is not None)
+    victims = sorted((r for r in before.rows if r[0] is not None and r[2].date() == first_day), key=repr)[:2]
+    expected = Counter(before.rows)
+    for row in victims:
+        del expected[row]
+    with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        lease = ledger.acquire_write_lease(name, sqlite_catalog.name, "nightly-delete", ttl_s=600)
+        lines: list[str] = []
+        waiting = threading.Event()
+
+        def progress(line: str) -> None:
+            lines.append(line)
+            if "file rewrite: waiting for the write lease of nightly-delete" in line:
+                waiting.set()
+
+        gate = LedgerCommitGate(ledger, sqlite_catalog.name, "test-run", poll_s=0.2, progress=progress)
+        runs: list[InProcessRun] = []
+        errors: list[BaseException] = []
+
+        def compact() -> None:
+            try:
+                runs.append(compact_in_process(spark, sqlite_catalog, name, CompactionMode.MINOR, now=NOW, gate=gate,
+                                               progress=progress))
+            except BaseException as e:  # noqa: BLE001 - re-raised below
+                errors.append(e)
+
+        thread = threading.Thread(target=compact, name="compaction")
+        thread.start()
+        assert waiting.wait(300) or not thread.is_alive(), lines
+        assert not errors, errors
+        ids = ", ".join(str(int(r[0])) for r in victims)
+        spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
+        ledger.release_write_lease(lease)
+        thread.join(timeout=600)
+        assert not thread.is_alive() and not errors, errors
+        (run,) = runs
+        run.assert_clean()
+    assert not any("group action failed" in line for line in lines), lines
+    merged = [line for line in lines if "MINOR file rewrite of 3 partitions:" in line and "rewritten into" in line]
+    assert len(merged) == 1 and merged[0].split("rewritten into ")[1].startswith("2 "), lines
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    day_label = f"ts_day={(first_day - dt.date(1970, 1, 1)).days}"
+    hit = [p for p in run.partitions if day_label in p.label]
+    assert len(hit) == 1 and hit[0].status == COMMITTED, [(p.label, p.status) for p in run.partitions]
+    data_files = Counter(str(task.file.partition) for task in table.scan().plan_files())
+    assert sorted(data_files.values())[-1] > 1 and sorted(data_files.values())[:2] == [1, 1], data_files
+    after = read_table(table)
+    assert after.rows == expected, "rows lost or resurrected"
+    assert spark_rows(spark, workload.table) == expected
+
+
 def test_a_lease_outliving_the_wait_makes_the_compaction_give_up_with_nothing_committed(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, tmp_path: Path) -> None:
     workload = generate(spark, sqlite_catalog, "cdc.yield_major", WorkloadSpec(

@@ -37,6 +37,7 @@ from compaction.spark.partition_files import (
     delete_ref,
     find_dangling_deletes,
     java_list,
+    position_delete_target,
     scan_partition,
     snapshots_between,
 )
@@ -517,49 +518,111 @@ _CLEANABLE_FAILURE = "org.apache.iceberg.exceptions.CleanableFailure"
 
 def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[Any], *, base_id: int,
                     plan_id: str, tag: str, what: str = "file rewrite",
-                    copies: Sequence[CopiedFile] = ()) -> int:
+                    copies: Sequence[CopiedFile] = (), narrow_on_conflict: bool = False,
+                    ) -> tuple[int, list[Any], list[CopiedFile]]:
     """One RewriteFiles of ours for the rewritten groups and the delete files left dangling, validated from the
     rewrite's base and keeping its data sequence number (as Iceberg's RewriteDataFilesCommitManager commits a
     rewrite: ``validateFromSnapshot`` fails it when a delete was added since for a rewritten file; the new files
     keep the starting sequence number so that equality deletes committed meanwhile still apply to them).
+    Returns (snapshot, the groups and copies committed).
+
+    ``narrow_on_conflict`` (a selective rewrite, no dangling deletes): when Iceberg refuses the commit because a
+    writer's DML deleted rows of some rewritten files since the base (the DML the commit gate waited for, typically),
+    the groups and copies holding those files are dropped (their new files deleted, never committed) and the rest
+    is committed: their files are still exactly the base's, and the dropped ones are rewritten by a later run.
 
     Unlike the action's commit, Iceberg's clean-up waits until we know the outcome (J.DeferredCleanup), and the new
     data files are deleted only when the table shows the commit did not land: a commit whose answer was lost can
     have landed although it failed (a JDBC catalog's retry, CommitStateUnknownException)."""
     base_seq = int(table.snapshot(int(base_id)).sequenceNumber())
     cleanup = J.DeferredCleanup(spark)
-    rewrite = (cleanup.attach(table.newRewrite()).validateFromSnapshot(int(base_id)).dataSequenceNumber(base_seq)
-               .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
-    for group in groups:
-        for f in _iterate(group.rewrittenFiles()):
-            rewrite = rewrite.deleteFile(f)
-        for f in _iterate(group.addedFiles()):
-            rewrite = rewrite.addFile(f)
-    for copy in copies:
-        for f in copy.sources:
-            rewrite = rewrite.deleteFile(f)
-        rewrite = rewrite.addFile(copy.added)
-    if copies:
-        rewrite = rewrite.set(ROW_GROUP_COPY_PROPERTY,
-                              f"{sum(len(c.sources) for c in copies)} files into {len(copies)}")
-    for d in _removed_deletes(groups, dangling).values():
-        rewrite = rewrite.deleteFile(d)
+
+    def build(kept: list[Any], kept_copies: Sequence[CopiedFile]) -> Any:
+        rewrite = (cleanup.attach(table.newRewrite()).validateFromSnapshot(int(base_id)).dataSequenceNumber(base_seq)
+                   .set(TASK_PROPERTY, tag).set(PLAN_PROPERTY, plan_id))
+        for group in kept:
+            for f in _iterate(group.rewrittenFiles()):
+                rewrite = rewrite.deleteFile(f)
+            for f in _iterate(group.addedFiles()):
+                rewrite = rewrite.addFile(f)
+        for copy in kept_copies:
+            for f in copy.sources:
+                rewrite = rewrite.deleteFile(f)
+            rewrite = rewrite.addFile(copy.added)
+        if kept_copies:
+            rewrite = rewrite.set(ROW_GROUP_COPY_PROPERTY,
+                                  f"{sum(len(c.sources) for c in kept_copies)} files into {len(kept_copies)}")
+        for d in _removed_deletes(kept, dangling).values():
+            rewrite = rewrite.deleteFile(d)
+        return rewrite
+
     # The gate times the commit itself: a writer holding a lease goes first, and a commit is kept out of the
     # part of a DML cycle where the writer's own commit would be failed by it (compaction.core.yielding).
     with commit_window(what, table=table):
         try:
-            rewrite.commit()
+            build(groups, copies).commit()
         except Exception as e:
             landed = _landed(table, base_id, tag)
             java = getattr(e, "java_exception", None)
-            if landed is None and java is not None and J.is_instance(java, _CLEANABLE_FAILURE):
-                _delete_added_files(table, groups, copies)  # definitely not on the table
-            raise
+            cleanable = landed is None and java is not None and J.is_instance(java, _CLEANABLE_FAILURE)
+            narrowed = (_without_files_deleted_since(spark, table, base_id, groups, copies)
+                        if cleanable and narrow_on_conflict and not dangling else None)
+            if narrowed is None:
+                if cleanable:
+                    _delete_added_files(table, groups, copies)  # definitely not on the table
+                raise
+            kept, kept_copies = narrowed
+            _delete_added_files(table, [g for g in groups if g not in kept],
+                                [c for c in copies if c not in kept_copies])
+            groups, copies = kept, kept_copies
+            try:
+                build(groups, copies).commit()
+            except Exception as again:
+                java = getattr(again, "java_exception", None)
+                if _landed(table, base_id, tag) is None and java is not None and J.is_instance(java,
+                                                                                            _CLEANABLE_FAILURE):
+                    _delete_added_files(table, groups, copies)
+                raise
     commit_id = find_tagged_snapshot(table, int(base_id), tag)
     if commit_id is None:
         raise CommitConflictError(f"{what} committed but its snapshot was not found on main")
     cleanup.committed(table, commit_id)
-    return commit_id
+    return commit_id, groups, list(copies)
+
+
+def _without_files_deleted_since(spark: Any, table: Any, base_id: int, groups: list[Any],
+                                 copies: Sequence[CopiedFile]) -> tuple[list[Any], list[CopiedFile]] | None:
+    """The groups and copies none of whose files got a position delete / DV since ``base_id``, or None when that
+    does not explain the refusal (no file of ours got one, a position delete whose data file metadata cannot tell,
+    a data file of ours removed) or nothing would be left. Equality deletes committed since are no reason: the new
+    files keep the base's data sequence number, so those still apply to them."""
+    table.refresh()
+    current = table.currentSnapshot()
+    if current is None:
+        return None
+    ours = {str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles())}
+    ours |= {str(f.location()) for c in copies for f in c.sources}
+    hit: set[str] = set()
+    for sid in snapshots_between(table, int(base_id), int(current.snapshotId())):
+        snapshot = table.snapshot(int(sid))
+        for f in _iterate(snapshot.removedDataFiles(table.io())):
+            if str(f.location()) in ours:
+                return None  # someone else rewrote a file of ours
+        for d in _iterate(snapshot.addedDeleteFiles(table.io())):
+            if delete_kind(d) is DeleteContent.EQUALITY:
+                continue
+            target = position_delete_target(spark, d)
+            if target is None:
+                return None
+            if target in ours:
+                hit.add(target)
+    if not hit:
+        return None
+    kept = [g for g in groups if not any(str(f.location()) in hit for f in _iterate(g.rewrittenFiles()))]
+    kept_copies = [c for c in copies if not any(str(f.location()) in hit for f in c.sources)]
+    if not kept and not kept_copies:
+        return None
+    return kept, kept_copies
 
 
 def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_size_bytes: int,
@@ -613,8 +676,11 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         raise
     if not groups and not dangling and not copies:
         return 0, 0, 0
-    commit_id = _commit_rewrite(spark, table, groups, dangling, base_id=base_id, plan_id=plan_id, tag=tag,
-                                copies=copies)
+    # A selective rewrite (no dangling deletes, no check that every delete is gone after it) may commit fewer
+    # groups than it wrote when a writer's DML deleted rows of some rewritten files meanwhile.
+    commit_id, groups, copies = _commit_rewrite(spark, table, groups, dangling, base_id=base_id, plan_id=plan_id,
+                                                tag=tag, copies=copies,
+                                                narrow_on_conflict=selection is not None and not remove_dangling)
     if committed is not None:
         committed.append(commit_id)
     _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
@@ -640,8 +706,8 @@ def remove_dangling_deletes(spark: Any, table: Any, expression: Any, *, plan_id:
     removable = find_dangling_deletes(spark, table, base_id, expression, covers_whole_table=covers_whole_table)
     if not removable:
         return None, 0
-    commit_id = _commit_rewrite(spark, table, [], removable, base_id=base_id, plan_id=plan_id, tag=tag,
-                                what="dangling-delete cleanup")
+    commit_id, _, _ = _commit_rewrite(spark, table, [], removable, base_id=base_id, plan_id=plan_id, tag=tag,
+                                      what="dangling-delete cleanup")
     if committed is not None:
         committed.append(commit_id)
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, removable)
