@@ -299,7 +299,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:
-        err, kind = classify_failure(e, f"MAJOR of {len(active)} partitions")
+        label = f"{what}{' of' if selective is None else ''} {len(active)} partitions"
+        err, kind = classify_failure(e, label)
         try:
             active = with_base_files()
         except Exception:  # noqa: BLE001 - the partitions' own runs scan again; their results have no counts here
@@ -307,7 +308,9 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         if _commit_may_have_landed(spark, table, base_id, tag, [r for _, _, _, r in active], err, progress):
             _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
             return settled, {}
-        emit(progress, f"icecompact: MAJOR group action failed, running per partition: {err}")
+        # A full MAJOR's partitions then run one by one; a selective rewrite's are planned again as a group
+        # (_GroupRun.file_rewrite), then one by one.
+        emit(progress, f"icecompact: group action failed, nothing committed: {err}")
         return settled, _group_conflicts(err, kind, [t.partition for t, _, _, _ in active])
 
     def settle(fingerprints: FingerprintCache) -> None:
