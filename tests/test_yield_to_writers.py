@@ -28,6 +28,51 @@ def _snapshot_ids(catalog: CatalogConfig, identifier: tuple[str, str]) -> list[i
     return [s.snapshot_id for s in catalog.load().load_table(identifier).snapshots()]
 
 
+def _minor_under_a_lease(spark, catalog: CatalogConfig, workload, ledger: Ledger, victims: list,  # type: ignore[no-untyped-def]
+                         waiting_line: str) -> tuple[InProcessRun, list[str], int]:
+    """A MINOR of ``workload`` run while a writer holds a lease: once the compaction waits at a commit
+    (``waiting_line`` in its progress), no commit of ours has landed; the writer's merge-on-read DELETE of
+    ``victims`` commits (it would fail on a commit of ours between its start and its commit), then the lease ends
+    and the compaction finishes. Returns (the run, its progress lines, the writer's snapshot)."""
+    name = ".".join(workload.identifier)
+    snapshots_before = _snapshot_ids(catalog, workload.identifier)
+    lease = ledger.acquire_write_lease(name, catalog.name, "nightly-delete", ttl_s=600)
+    lines: list[str] = []
+    waiting = threading.Event()
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if waiting_line in line:
+            waiting.set()
+
+    gate = LedgerCommitGate(ledger, catalog.name, "test-run", poll_s=0.2, progress=progress)
+    runs: list[InProcessRun] = []
+    errors: list[BaseException] = []
+
+    def compact() -> None:
+        try:
+            runs.append(compact_in_process(spark, catalog, name, CompactionMode.MINOR, now=NOW, gate=gate,
+                                           progress=progress))
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    thread = threading.Thread(target=compact, name="compaction")
+    thread.start()
+    assert waiting.wait(300) or not thread.is_alive(), lines
+    assert not errors, errors
+    ours_while_waiting = [s for s in _snapshot_ids(catalog, workload.identifier) if s not in snapshots_before]
+    assert ours_while_waiting == [], "a compaction commit landed under the writer's lease"
+    ids = ", ".join(str(int(r[0])) for r in victims)
+    spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
+    writer_snapshot = catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
+    ledger.release_write_lease(lease)
+    thread.join(timeout=600)
+    assert not thread.is_alive() and not errors, errors
+    (run,) = runs
+    run.assert_clean()
+    return run, lines, writer_snapshot
+
+
 @pytest.mark.parametrize("format_version,conversion_only", [(2, False), (3, True)])
 def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, tmp_path: Path, format_version: int, conversion_only: bool) -> None:
@@ -42,50 +87,13 @@ def test_a_writer_holding_a_lease_commits_first_and_the_compaction_after_it(  # 
     if conversion_only:  # no file is a fragment
         spark.sql(f"ALTER TABLE {workload.table} SET TBLPROPERTIES ('compaction.fragment-ratio'='100000000')")
     before = read_table(sqlite_catalog.load().load_table(workload.identifier))
-    snapshots_before = _snapshot_ids(sqlite_catalog, workload.identifier)
     victims = sorted((r for r in before.rows if r[0] is not None), key=repr)[:3]
     expected = Counter(before.rows)
     for row in victims:
         del expected[row]
     with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
-        lease = ledger.acquire_write_lease(name, sqlite_catalog.name, "nightly-delete", ttl_s=600)
-        lines: list[str] = []
-        waiting = threading.Event()
-
-        def progress(line: str) -> None:
-            lines.append(line)
-            if "waiting for the write lease of nightly-delete" in line:
-                waiting.set()
-
-        gate = LedgerCommitGate(ledger, sqlite_catalog.name, "test-run", poll_s=0.2, progress=progress)
-        runs: list[InProcessRun] = []
-        errors: list[BaseException] = []
-
-        def compact() -> None:
-            try:
-                runs.append(compact_in_process(spark, sqlite_catalog, name, CompactionMode.MINOR,
-                                               now=NOW, gate=gate, progress=progress))
-            except BaseException as e:  # noqa: BLE001 - re-raised below
-                errors.append(e)
-
-        thread = threading.Thread(target=compact, name="compaction")
-        thread.start()
-        # The compaction has read and written its delete files and waits at its commit for the lease.
-        assert waiting.wait(300) or not thread.is_alive(), lines
-        assert not errors, errors
-        ours_while_waiting = [s for s in _snapshot_ids(sqlite_catalog, workload.identifier)
-                              if s not in snapshots_before]
-        assert ours_while_waiting == [], "a compaction commit landed under the writer's lease"
-        # The writer's merge-on-read DELETE on rows the compaction works on: it would fail on a MINOR committed
-        # between its start and its commit (new position deletes in its partitions); here nothing is in the way.
-        ids = ", ".join(str(int(r[0])) for r in victims)
-        spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
-        writer_snapshot = sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
-        ledger.release_write_lease(lease)
-        thread.join(timeout=600)
-        assert not thread.is_alive() and not errors, errors
-        (run,) = runs
-        run.assert_clean()
+        run, lines, writer_snapshot = _minor_under_a_lease(spark, sqlite_catalog, workload, ledger, victims,
+                                                           "waiting for the write lease of nightly-delete")
         assert all(p.status == COMMITTED for p in run.partitions), [(p.label, p.status, p.reason) for p in run.partitions]
         # Ours came after the writer's: every commit of ours descends from the writer's snapshot.
         table = sqlite_catalog.load().load_table(workload.identifier)
@@ -122,37 +130,8 @@ def test_a_writers_delete_in_one_partition_leaves_only_its_fragments_for_the_nex
     for row in victims:
         del expected[row]
     with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
-        lease = ledger.acquire_write_lease(name, sqlite_catalog.name, "nightly-delete", ttl_s=600)
-        lines: list[str] = []
-        waiting = threading.Event()
-
-        def progress(line: str) -> None:
-            lines.append(line)
-            if "file rewrite: waiting for the write lease of nightly-delete" in line:
-                waiting.set()
-
-        gate = LedgerCommitGate(ledger, sqlite_catalog.name, "test-run", poll_s=0.2, progress=progress)
-        runs: list[InProcessRun] = []
-        errors: list[BaseException] = []
-
-        def compact() -> None:
-            try:
-                runs.append(compact_in_process(spark, sqlite_catalog, name, CompactionMode.MINOR, now=NOW, gate=gate,
-                                               progress=progress))
-            except BaseException as e:  # noqa: BLE001 - re-raised below
-                errors.append(e)
-
-        thread = threading.Thread(target=compact, name="compaction")
-        thread.start()
-        assert waiting.wait(300) or not thread.is_alive(), lines
-        assert not errors, errors
-        ids = ", ".join(str(int(r[0])) for r in victims)
-        spark.sql(f"DELETE FROM {workload.table} WHERE id IN ({ids})")
-        ledger.release_write_lease(lease)
-        thread.join(timeout=600)
-        assert not thread.is_alive() and not errors, errors
-        (run,) = runs
-        run.assert_clean()
+        run, lines, _ = _minor_under_a_lease(spark, sqlite_catalog, workload, ledger, victims,
+                                             "file rewrite: waiting for the write lease of nightly-delete")
     assert not any("group action failed" in line for line in lines), lines
     merged = [line for line in lines if "MINOR file rewrite of 3 partitions:" in line and "rewritten into" in line]
     assert len(merged) == 1 and merged[0].split("rewritten into ")[1].startswith("2 "), lines
