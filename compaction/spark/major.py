@@ -556,33 +556,30 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
             rewrite = rewrite.deleteFile(d)
         return rewrite
 
+    def did_not_land(error: Exception) -> bool:
+        java = getattr(error, "java_exception", None)
+        return (java is not None and J.is_instance(java, _CLEANABLE_FAILURE)
+                and _landed(table, base_id, tag) is None)
+
     # The gate times the commit itself: a writer holding a lease goes first, and a commit is kept out of the
     # part of a DML cycle where the writer's own commit would be failed by it (compaction.core.yielding).
     with commit_window(what, table=table):
-        try:
-            build(groups, copies).commit()
-        except Exception as e:
-            landed = _landed(table, base_id, tag)
-            java = getattr(e, "java_exception", None)
-            cleanable = landed is None and java is not None and J.is_instance(java, _CLEANABLE_FAILURE)
-            narrowed = (_without_files_deleted_since(spark, table, base_id, groups, copies)
-                        if cleanable and narrow_on_conflict and not dangling else None)
-            if narrowed is None:
-                if cleanable:
-                    _delete_added_files(table, groups, copies)  # definitely not on the table
-                raise
-            kept, kept_copies = narrowed
-            _delete_added_files(table, [g for g in groups if g not in kept],
-                                [c for c in copies if c not in kept_copies])
-            groups, copies = kept, kept_copies
+        narrowable = narrow_on_conflict and not dangling
+        while True:
             try:
                 build(groups, copies).commit()
-            except Exception as again:
-                java = getattr(again, "java_exception", None)
-                if _landed(table, base_id, tag) is None and java is not None and J.is_instance(java,
-                                                                                            _CLEANABLE_FAILURE):
-                    _delete_added_files(table, groups, copies)
-                raise
+                break
+            except Exception as e:
+                if not did_not_land(e):
+                    raise
+                narrowed = _without_files_deleted_since(spark, table, base_id, groups, copies) if narrowable else None
+                if narrowed is None:
+                    _delete_added_files(table, groups, copies)  # definitely not on the table
+                    raise
+                kept, kept_copies = narrowed
+                _delete_added_files(table, [g for g in groups if g not in kept],
+                                    [c for c in copies if c not in kept_copies])
+                groups, copies, narrowable = kept, kept_copies, False  # narrowed once
     commit_id = find_tagged_snapshot(table, int(base_id), tag)
     if commit_id is None:
         raise CommitConflictError(f"{what} committed but its snapshot was not found on main")
