@@ -48,9 +48,10 @@ typecheck: install
 # oldest Iceberg release we claim.
 # TEST_WORKERS: pytest-xdist processes, each with its own Spark session and servers; modules stay whole on one worker
 # (module fixtures are built once). Most of a test's time is spent waiting on JVMs and servers, so two workers on
-# two cores nearly halve the wall time. TEST_WORKERS=0 runs in one process.
+# two cores nearly halve the wall time. TEST_WORKERS=0 runs in one process. The workers take the modules longest
+# first (tests/module_order.py), not in xdist's own order, which would leave the single-test soak for the end.
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 test: install browser test-rig lint typecheck
 	$(PY) -m pytest tests -q $(XDIST) --durations=25
 	$(MAKE) --no-print-directory test-smoke SPARK=$(OTHER_SPARK) ICECOMPACT_ICEBERG_VERSION=$(OTHER_ICEBERG) JVM_ARCHIVE=0

@@ -20,6 +20,7 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 from compaction.catalog import CatalogConfig  # noqa: E402
+from module_order import longest_modules_first, module_weights  # noqa: E402
 
 # Hypothesis draws the same examples on every run ("ci", the default), so a failure reproduces and CI never fails
 # by chance; no example database (its replays would differ between machines). Loaded here, before the test modules
@@ -77,9 +78,7 @@ def _tier(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The soak (one test of ~7 min) first: pytest-xdist hands out modules in this order, and the longest one last
-    # would leave the other worker idle at the end.
-    items.sort(key=lambda item: 0 if item.nodeid.startswith(SOAK_MODULES) else 1)
+    longest_modules_first(items, module_weights())  # the order pytest-xdist hands modules out in (tests/module_order.py)
     for item in items:
         tier = _tier(item)
         if not item.get_closest_marker(tier):
