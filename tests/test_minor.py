@@ -576,6 +576,57 @@ def test_a_job_group_reads_no_snapshots_rows_twice(spark, sqlite_catalog: Catalo
     assert read_table(sqlite_catalog.load().load_table(workload.identifier)).rows == workload.expected_rows
 
 
+def test_a_group_reads_its_commits_parents_in_one_job_when_a_writer_touched_every_partition(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:
+    """A writer appends to every partition once the group's base rows are being read: that read no longer gives
+    the rows of any partition at the parent of our first commit, so each is read - for all partitions of the group
+    in the Spark job that reads the commit's own rows, not in one job per partition (a streaming table: every run,
+    seconds of each)."""
+    from compaction.spark import job as job_module
+
+    workload = generate(spark, sqlite_catalog, "cdc.parents", WorkloadSpec(
+        seed=46, partitioning="days_ts", days_span=3, commits=5, rows_per_commit=40, evolve_spec=False,
+        use_equality_deletes=True, eq_delete_fraction=0.7))
+    state = inspect_table(sqlite_catalog, "cdc.parents")
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, fragment_overrides(state)),
+                           CompactionMode.MINOR, NOW)
+    (group,) = compaction_plan.groups
+    jobs: list[list[int]] = []
+    real_one, real_many, real_group_rows = (group_reads.fingerprint, group_reads.snapshot_fingerprints,
+                                            job_module._group_rows)
+
+    def one(spark_, ref, snapshot_id, predicate, level):  # type: ignore[no-untyped-def]
+        jobs.append([int(snapshot_id)])
+        return real_one(spark_, ref, snapshot_id, predicate, level)
+
+    def many(spark_, ref, requests, level):  # type: ignore[no-untyped-def]
+        jobs.append([int(sid) for sid, _ in requests])
+        return real_many(spark_, ref, requests, level)
+
+    def group_rows_then_a_writer(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rows = real_group_rows(*args, **kwargs)
+        # One more copy of a row of each partition (days of ts in UTC).
+        spark.sql(f"INSERT INTO {workload.table} SELECT * FROM {workload.table} WHERE id IN (SELECT min(id) FROM "
+                  f"{workload.table} GROUP BY floor(unix_micros(ts) / 86400000000))")
+        return rows
+
+    monkeypatch.setattr(group_reads, "fingerprint", one)
+    monkeypatch.setattr(group_reads, "snapshot_fingerprints", many)
+    monkeypatch.setattr(job_module, "_group_rows", group_rows_then_a_writer)
+    parts = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT).partitions
+    assert len(parts) >= 2 and {p.status for p in parts} == {COMMITTED}, [(p.label, p.status, p.error) for p in parts]
+    merged = [p for p in parts if p.rewritten_data_files]
+    assert len(merged) >= 2, [p.validation for p in parts]
+    merge_commit = {int(p.validation["checks"][0]["snapshot_id"]) for p in merged}
+    (writer,) = {int(p.validation["checks"][0]["parent_id"]) for p in merged}
+    assert len(merge_commit) == 1 and all(p.validation["result"] == "passed" for p in parts)
+    # The writer's snapshot read once for all partitions, in the job that reads the merge commit's own rows.
+    (job,) = [j for j in jobs if writer in j]
+    assert job.count(writer) == len(merged) and merge_commit <= set(job), jobs
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    assert read_table(table).rows == read_table(table, writer).rows
+
+
 def _minor_at_count(spark, catalog: CatalogConfig, table_name: str, group_commit: bool):  # type: ignore[no-untyped-def]
     """A MINOR of every partition (no fragment merge) at ``count``: the partitions' outcomes."""
     state = inspect_table(catalog, table_name)

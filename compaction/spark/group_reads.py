@@ -407,12 +407,29 @@ def fingerprint_cache(spark: Any, ref: str, level: ValidationLevel,
 
 def read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: ValidationLevel,
                    fingerprints: FingerprintCache, commits: list[int], keys: list[Any],
-                   counted: Mapping[Any, Mapping[int, int]] | None = None) -> None:
-    """Each partition's rows at each commit of a group (compared one partition at a time, see validate's
-    ``own_rows``), all in one Spark job; none where ``counted`` (key -> commit -> rows) has them from metadata."""
-    if commits and level is not ValidationLevel.NONE and single_spec(table):
-        # Not a commit that only removes delete files at checksum: validate compares its rows by count.
-        read = [sid for sid in commits if not compared_by_count(table, sid, level)]
-        known = counted or {}
-        fingerprints.get_many([(sid, frozenset({k}), rows_predicate(spark, table, plan.table.catalog, {k}))
-                               for sid in read for k in keys if int(sid) not in known.get(k, {})])
+                   counted: Mapping[Any, Mapping[int, int]] | None = None, group: GroupRows | None = None) -> None:
+    """Each partition's rows at each commit of a group and at the commit's parent (compared one partition at a
+    time, see validate's ``own_rows``), all in one Spark job: none at a commit where ``counted`` (key -> commit ->
+    rows) has them from metadata, none at a parent whose rows ``group``'s base read gives (:meth:`GroupRows.base`).
+    Read by :func:`validate` one partition at a time instead, the parents cost a Spark job each whenever a writer
+    committed to the group's partitions since its base (a streaming table: every run)."""
+    if not commits or level is ValidationLevel.NONE or not single_spec(table):
+        return
+    # Not a commit that only removes delete files at checksum: validate compares its rows by count.
+    read = {int(sid) for sid in commits if not compared_by_count(table, sid, level)}
+    known = counted or {}
+    predicates = {k: rows_predicate(spark, table, plan.table.catalog, {k}) for k in keys}
+    requests = []
+    for sid in commits:
+        snapshot = table.snapshot(int(sid))
+        parent = snapshot.parentId() if snapshot is not None else None
+        # validate compares a partition's own rows only where the commit touched it (otherwise every touched one).
+        touched = group.touched(table, int(sid)) if group is not None else frozenset(
+            touched_partitions(spark, table, int(sid)))
+        for k, predicate in predicates.items():
+            if int(sid) in read and int(sid) not in known.get(k, {}):
+                requests.append((int(sid), frozenset({k}), predicate))
+            if (parent is not None and k in touched
+                    and (group is None or group.base(table, int(parent), frozenset({k})) is None)):
+                requests.append((int(parent), frozenset({k}), predicate))
+    fingerprints.get_many(requests)

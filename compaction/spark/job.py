@@ -322,7 +322,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         after_scans = _scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active],
                                 workers=min(len(active), AFTER_SCAN_WORKERS))
         active = with_base_files(after_scans)  # a failure here is handled as any failure of the checks after commit
-        read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active])
+        read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active],
+                      group=group)
         keys = PartitionKeys(spark)
         for task, part_expression, before, result in active:
             after = after_scans[task.partition].result()
@@ -447,7 +448,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         counted = counted_from_metadata(spark, table, {t.partition: c.expression for t, c, _ in active}, commits,
                                          level)
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active],
-                       counted)
+                       counted, group=group)
         for (task, change, result), outcome in zip(active, outcomes):
             take_outcome(result, [], outcome)
             if not single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
