@@ -21,12 +21,14 @@ from compaction.spark import jvm as J
 from compaction.spark.expressions import spark_partition_predicate
 from compaction.spark.file_io_reads import spark_can_read, static_table_frame
 from compaction.spark.partition_files import (
+    SCAN_WORKERS,
     PartitionFiles,
     PartitionKeys,
     _iterate,
     delete_ref,
     live_rows_from_metadata,
     scan_partition,
+    scans_at,
     touched_partitions,
 )
 from compaction.spark.validation import (
@@ -320,8 +322,10 @@ def counted_from_metadata(spark: Any, table: Any, expressions: Mapping[Any, Any]
         if snapshot is None:
             continue
         ours = {delete_ref(d) for d in _iterate(snapshot.addedDeleteFiles(table.io()))}  # once for the group
-        for key, expression in expressions.items():
-            live = live_rows_from_metadata(scan_partition(spark, table, expression, int(sid), with_applied=True), ours)
+        scans = scans_at(spark, table, int(sid), list(expressions.items()),
+                         workers=min(len(expressions), SCAN_WORKERS))
+        for key, scan in scans.items():
+            live = live_rows_from_metadata(scan.result(), ours)
             if live is not None:
                 out[key][int(sid)] = live
     return out

@@ -54,7 +54,15 @@ from compaction.spark.major import (
     selection_for,
     selection_rewrites_nothing,
 )
-from compaction.spark.partition_files import PartitionFiles, PartitionKeys, _iterate, delete_ref, scan_partition
+from compaction.spark.partition_files import (
+    SCAN_WORKERS,
+    PartitionFiles,
+    PartitionKeys,
+    _iterate,
+    delete_ref,
+    scan_partition,
+    scans_at,
+)
 from compaction.spark.task import (
     classify_failure,
     emit,
@@ -93,7 +101,6 @@ GROUP_COMMIT_DEFAULT = True
 
 
 #: How many partitions' files a group MAJOR scans at once after its commit.
-AFTER_SCAN_WORKERS = 4
 
 
 def _current_table(spark: Any, plan: CompactionPlan) -> tuple[Any, Any]:
@@ -108,23 +115,6 @@ def _any_of(spark: Any, expressions: list[Any]) -> Any:
     for e in expressions[1:]:
         combined = getattr(J.jvm(spark).org.apache.iceberg.expressions.Expressions, "or")(combined, e)
     return combined
-
-
-def _scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[PartitionKey, Any]], *, workers: int,
-              with_applied: bool = True) -> dict[PartitionKey, concurrent.futures.Future[Any]]:
-    """Futures of :func:`scan_partition` of each partition at ``snapshot_id``, ``workers`` at once in background
-    threads (a scan of a fixed snapshot reads the same whenever it runs, so it can overlap other work)."""
-    from pyspark import inheritable_thread_target
-
-    def scan(expression: Any) -> Any:
-        J.activate(spark)  # the JVM thread serving a Python thread has no active session of its own
-        return scan_partition(spark, table, expression, snapshot_id, with_applied=with_applied)
-
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="partition-scan")
-    try:
-        return {key: pool.submit(inheritable_thread_target(scan), expression) for key, expression in items}
-    finally:
-        pool.shutdown(wait=False)  # the submitted scans still run; the futures give their results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,7 +242,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     # the commit changed (_BeforeFromCommit), with no metadata walk beside the rewrite; otherwise they are scanned
     # while the rewrite runs.
     derive_base = at_plan_base and single_spec(table)
-    base_scans = {} if derive_base else _scans_at(
+    base_scans = {} if derive_base else scans_at(
         spark, table, base_id, [(t.partition, e) for t, e, b, _ in active if b is None], workers=1, with_applied=False)
 
     def with_base_files(after_scans: dict[PartitionKey, concurrent.futures.Future[Any]] | None = None,
@@ -319,8 +309,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         last = commits[-1] if commits else base_id
         # The partitions' files at the commit, up to four at a time (driver-side metadata reads, bound by py4j round
         # trips more than by the CPU; the executors are idle meanwhile) while the group's rows are read.
-        after_scans = _scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active],
-                                workers=min(len(active), AFTER_SCAN_WORKERS))
+        after_scans = scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active],
+                                workers=min(len(active), SCAN_WORKERS))
         active = with_base_files(after_scans)  # a failure here is handled as any failure of the checks after commit
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active],
                       group=group)
@@ -391,13 +381,18 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         if current is None:
             return settled, {}
         base_id = int(current.snapshotId())
+        expressions = {t.partition: java_partition_expression(spark, table, t.partition) for t in minors}
+        # The group read scanned each partition at its own base: scanned again (side by side) only where something
+        # was committed since.
+        changed = [(t.partition, expressions[t.partition]) for t in minors
+                   if prepared[t.partition].snapshot_id != base_id]
+        rescans = scans_at(spark, table, base_id, changed, workers=min(len(changed), SCAN_WORKERS),
+                           with_applied=False)
         for task in minors:
             key, ready = task.partition, prepared[task.partition]
             result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value, attempts=1)
-            expression = java_partition_expression(spark, table, key)
-            # The group read scanned the partition at its own base: no new scan when nothing was committed since.
-            before = (ready.files if ready.snapshot_id == base_id
-                      else scan_partition(spark, table, expression, base_id, with_applied=False))
+            expression = expressions[key]
+            before = ready.files if ready.snapshot_id == base_id else rescans[key].result()
             if settled_as_stale(plan, task, before, base_id, result, spark, table):
                 result.duration_ms = int((time.monotonic() - started) * 1000)
                 settled[key] = result

@@ -22,7 +22,7 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.core.results import ROLLED_BACK
-from compaction.spark import group_reads, job
+from compaction.spark import group_reads, job, partition_files
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression
 from compaction.spark.group_reads import own_counts_at
@@ -148,6 +148,7 @@ def test_a_group_action_commits_once_and_validates_each_partition_on_its_own(spa
         return real_scan(spark_, table_, expression, snapshot_id, **kwargs)
 
     monkeypatch.setattr(job, "scan_partition", recorded_scan)
+    monkeypatch.setattr(partition_files, "scan_partition", recorded_scan)  # the scans side by side (scans_at)
     the_plan, parts = _major(spark, catalog, "cdc.g")
     assert len(parts) >= 3 and len(the_plan.groups) == 1
     # The partitions' files at the base follow from their files at the commit and the commit's changes: no
