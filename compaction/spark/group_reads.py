@@ -21,7 +21,6 @@ from compaction.spark import jvm as J
 from compaction.spark.expressions import spark_partition_predicate
 from compaction.spark.file_io_reads import spark_can_read, static_table_frame
 from compaction.spark.partition_files import (
-    SCAN_WORKERS,
     PartitionFiles,
     PartitionKeys,
     _iterate,
@@ -208,6 +207,12 @@ class GroupRows:
                                             self._predicates, self.level)()
 
 
+def _touched(spark: Any, table: Any, snapshot_id: int, group: GroupRows | None) -> frozenset[Any]:
+    """The partitions a commit touched (the group's cached answer where there is a group)."""
+    return group.touched(table, snapshot_id) if group is not None else frozenset(
+        touched_partitions(spark, table, snapshot_id))
+
+
 def validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, commits: list[int],
               level: ValidationLevel, base_sequence_number: int | None, expression: Any,
               result: PartitionResult, after_files: Any = None,
@@ -246,7 +251,7 @@ def validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, comm
         # The rows that can have moved: every partition whose files the commit added or removed. A rewrite
         # filtered on one partition may also select files of other specs (Iceberg projects the filter onto
         # every spec) and write their rows into other partitions of the current spec.
-        keys = group.touched(table, sid) if group is not None else frozenset(touched_partitions(spark, table, sid))
+        keys = _touched(spark, table, sid, group)
         if own_rows and key in keys and single_spec(table):
             keys = frozenset({key})
         if int(sid) in exact and keys == frozenset({key}):
@@ -322,9 +327,7 @@ def counted_from_metadata(spark: Any, table: Any, expressions: Mapping[Any, Any]
         if snapshot is None:
             continue
         ours = {delete_ref(d) for d in _iterate(snapshot.addedDeleteFiles(table.io()))}  # once for the group
-        scans = scans_at(spark, table, int(sid), list(expressions.items()),
-                         workers=min(len(expressions), SCAN_WORKERS))
-        for key, scan in scans.items():
+        for key, scan in scans_at(spark, table, int(sid), list(expressions.items())).items():
             live = live_rows_from_metadata(scan.result(), ours)
             if live is not None:
                 out[key][int(sid)] = live
@@ -428,8 +431,7 @@ def read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: Validatio
         snapshot = table.snapshot(int(sid))
         parent = snapshot.parentId() if snapshot is not None else None
         # validate compares a partition's own rows only where the commit touched it (otherwise every touched one).
-        touched = group.touched(table, int(sid)) if group is not None else frozenset(
-            touched_partitions(spark, table, int(sid)))
+        touched = _touched(spark, table, int(sid), group)
         for k, predicate in predicates.items():
             if int(sid) in read and int(sid) not in known.get(k, {}):
                 requests.append((int(sid), frozenset({k}), predicate))

@@ -55,7 +55,6 @@ from compaction.spark.major import (
     selection_rewrites_nothing,
 )
 from compaction.spark.partition_files import (
-    SCAN_WORKERS,
     PartitionFiles,
     PartitionKeys,
     _iterate,
@@ -98,9 +97,6 @@ MINOR_GROUP_ROUNDS_DEFAULT = 2
 #: Commit the MAJOR partitions of a job group together (one Iceberg rewrite action), and its MINOR partitions
 #: together (one RowDelta), rather than one commit per partition.
 GROUP_COMMIT_DEFAULT = True
-
-
-#: How many partitions' files a group MAJOR scans at once after its commit.
 
 
 def _current_table(spark: Any, plan: CompactionPlan) -> tuple[Any, Any]:
@@ -307,10 +303,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         nonlocal active
         table.refresh()
         last = commits[-1] if commits else base_id
-        # The partitions' files at the commit, up to four at a time (driver-side metadata reads, bound by py4j round
-        # trips more than by the CPU; the executors are idle meanwhile) while the group's rows are read.
-        after_scans = scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active],
-                                workers=min(len(active), SCAN_WORKERS))
+        # The partitions' files at the commit, side by side, while the group's rows are read.
+        after_scans = scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active])
         active = with_base_files(after_scans)  # a failure here is handled as any failure of the checks after commit
         read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active],
                       group=group)
@@ -386,8 +380,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         # was committed since.
         changed = [(t.partition, expressions[t.partition]) for t in minors
                    if prepared[t.partition].snapshot_id != base_id]
-        rescans = scans_at(spark, table, base_id, changed, workers=min(len(changed), SCAN_WORKERS),
-                           with_applied=False)
+        rescans = scans_at(spark, table, base_id, changed, with_applied=False)
         for task in minors:
             key, ready = task.partition, prepared[task.partition]
             result = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value, attempts=1)

@@ -531,17 +531,18 @@ def touched_partitions(spark: Any, table: Any, snapshot_id: int, *,
 SCAN_WORKERS = 4
 
 
-def scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[Any, Any]], *, workers: int,
-             with_applied: bool = True) -> dict[Any, concurrent.futures.Future[Any]]:
-    """Futures of :func:`scan_partition` of each partition at ``snapshot_id``, ``workers`` at once in background
-    threads (a scan of a fixed snapshot reads the same whenever it runs, so it can overlap other work)."""
+def scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[Any, Any]], *,
+             workers: int = SCAN_WORKERS, with_applied: bool = True) -> dict[Any, concurrent.futures.Future[Any]]:
+    """Futures of :func:`scan_partition` of each ``(key, expression)`` at ``snapshot_id``, up to ``workers`` at once
+    in background threads (a scan of a fixed snapshot reads the same whenever it runs, so it can overlap other
+    work)."""
     from pyspark import inheritable_thread_target
 
     def scan(expression: Any) -> Any:
         J.activate(spark)  # the JVM thread serving a Python thread has no active session of its own
         return scan_partition(spark, table, expression, snapshot_id, with_applied=with_applied)
 
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="partition-scan")
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix="partition-scan")
     try:
         return {key: pool.submit(inheritable_thread_target(scan), expression) for key, expression in items}
     finally:
