@@ -64,3 +64,14 @@ def test_a_commit_is_expected_to_land_as_slowly_as_the_slowest_recent_one() -> N
     for _ in range(LANDING_SAMPLES):
         history.landed(0.8)
     assert history.landing_s() == 0.8  # only the recent ones count
+
+
+def test_a_rewrite_is_expected_to_work_as_long_as_the_slowest_recent_one() -> None:
+    history = _History()
+    assert history.work_s() is None  # no rewrite measured yet: the work starts without waiting
+    history.worked(9.0)
+    history.worked(2.5)
+    assert history.work_s() == 9.0
+    for _ in range(LANDING_SAMPLES):
+        history.worked(2.0)
+    assert history.work_s() == 2.0

@@ -36,6 +36,7 @@ __all__ = [
     "SUMMARY_KEYS",
     "SnapshotView",
     "decide_dml_window",
+    "decide_work_start",
     "dml_cadence",
     "dml_duration_s",
     "fails_dml_in_flight",
@@ -194,3 +195,15 @@ def _wait_or_commit(max_wait: float, waited_s: float, poll_s: float, rhythm: str
                             f"that did not come ({rhythm})")
     return GateDecision(GateAction.WAIT, f"a DML of the table is likely running ({rhythm}, the last {since:.0f} s "
                         "ago): waiting for its commit", max(0.05, min(poll_s, max_wait - waited_s)))
+
+
+def decide_work_start(cadence: DmlCadence | None, *, now: float, work_s: float, commit_in_s: float, waited_s: float,
+                      policy: CompactionPolicy, poll_s: float = POLL_S_DEFAULT) -> GateDecision:
+    """Whether to start now the work of a commit that Iceberg refuses when a DML commits during that work: a
+    rewrite's ``RewriteFiles`` fails with "found new position delete for replaced data file" once the DML deleted
+    rows of a file it replaces (validateFromSnapshot: the new files would resurrect them). The work (``work_s``)
+    and its commit (``commit_in_s``) must then both fit in the quiet part of the cycle, as the commit alone does in
+    :func:`decide_dml_window`. Where they do not, waiting for the DML's commit before the work costs no more than
+    the commit window waiting for it after the work, and the work is not thrown away when the DML hits its files."""
+    return decide_dml_window(cadence, now=now, commit_in_s=work_s + commit_in_s, waited_s=waited_s, policy=policy,
+                             poll_s=poll_s)

@@ -23,6 +23,7 @@ from compaction.core.dml_history import (
     SUMMARY_KEYS,
     SnapshotView,
     decide_dml_window,
+    decide_work_start,
     dml_cadence,
     is_validating_dml,
 )
@@ -37,7 +38,7 @@ HISTORY_SNAPSHOTS_MAX = 1000
 #: How long a commit of ours takes from the window's decision to landing (Iceberg's commit: manifests written,
 #: validation, retries against concurrent commits), before one has been measured on the table ...
 LANDING_DEFAULT_S = 3.0
-#: ... and how many recent landings the estimate takes the longest of.
+#: ... and how many recent landings (and rewrites' work, see :func:`timed_work`) the estimate takes the longest of.
 LANDING_SAMPLES = 8
 #: Longer than the lease gate's ledger round trips: it waited for a writer.
 LEASE_GATE_ROUND_TRIP_S = 2.0
@@ -73,6 +74,7 @@ class _History:
     views: dict[int, tuple[SnapshotView, int | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     landings: list[float] = field(default_factory=list)  # seconds from a window's decision to the commit, recent
+    works: list[float] = field(default_factory=list)  # seconds a rewrite took before its commit window, recent
 
     def landing_s(self) -> float:
         """How long the next commit is expected to take to land: the longest of the recent ones."""
@@ -82,6 +84,16 @@ class _History:
     def landed(self, seconds: float) -> None:
         with self.lock:
             self.landings = [*self.landings, seconds][-LANDING_SAMPLES:]
+
+    def work_s(self) -> float | None:
+        """How long the next rewrite is expected to take before its commit: the longest of the recent ones (None
+        before the first)."""
+        with self.lock:
+            return max(self.works) if self.works else None
+
+    def worked(self, seconds: float) -> None:
+        with self.lock:
+            self.works = [*self.works, seconds][-LANDING_SAMPLES:]
 
     def recent(self, table: Any, *, refresh: bool) -> list[SnapshotView]:
         if refresh:
@@ -140,9 +152,11 @@ def warm_history(table: Any) -> None:
     threading.Thread(target=read, name="icecompact-history", daemon=True).start()
 
 
-def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History) -> None:
+def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History,
+                         work_s: float | None = None) -> bool:
     """Hold a commit until the history says no DML of another writer is likely in flight when it lands (in about
-    as long as the table's recent commits of ours took)."""
+    as long as the table's recent commits of ours took). ``work_s``: hold the work before the commit instead, which
+    is expected to take that long (:func:`wait_before_work`). Returns whether it waited (read the table again)."""
     commit_in_s = history.landing_s()
     started = time.monotonic()
     announced = False
@@ -166,19 +180,49 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History
                     bound.progress(f"icecompact: {what}: the table's history could not be read, waiting for the "
                                    f"catalog (at most {CATALOG_OUTAGE_WAIT_S:.0f} s): {error}")
             if now - unreadable_since >= CATALOG_OUTAGE_WAIT_S:
-                return
+                return True
             time.sleep(CATALOG_RETRY_INTERVAL_S)
             continue
-        decision = decide_dml_window(dml_cadence(snapshots), now=time.time(), commit_in_s=commit_in_s,
-                                     waited_s=time.monotonic() - started, policy=bound.policy)
+        cadence, now, waited = dml_cadence(snapshots), time.time(), time.monotonic() - started
+        decision = (decide_dml_window(cadence, now=now, commit_in_s=commit_in_s, waited_s=waited, policy=bound.policy)
+                    if work_s is None else
+                    decide_work_start(cadence, now=now, work_s=work_s, commit_in_s=commit_in_s, waited_s=waited,
+                                      policy=bound.policy))
         if decision.commits:
             if (announced or decision.action is GateAction.COMMIT_ANYWAY) and bound.progress is not None:
                 bound.progress(f"icecompact: {what}: {decision.reason}")
-            return
+            return polls > 1
         if not announced and bound.progress is not None:
             bound.progress(f"icecompact: {what}: {decision.reason}")
             announced = True
         time.sleep(decision.retry_in_s)
+
+
+def wait_before_work(what: str, *, table: Any) -> bool:
+    """Before the work of a rewrite reads its base (``table``: the Java table). Once the table's rewrites have a
+    typical duration (:func:`timed_work`), the work starts only where it and its commit fit before the next DML of
+    another writer is expected to start, or else after that DML's commit
+    (compaction.core.dml_history.decide_work_start): a DML committing during the work deletes rows of files the
+    rewrite replaces, Iceberg then refuses the rewrite's commit, and the work is thrown away. Returns whether it
+    waited (``table`` is then refreshed: the caller reads its base again)."""
+    bound = _BOUND.get()
+    if bound is None or not bound.policy.yield_dml_history:
+        return False
+    history = _history_of(bound.table_ref)
+    expected = history.work_s()
+    if expected is None:
+        return False
+    return _wait_for_dml_window(bound, table, f"{what} (before writing)", history, work_s=expected)
+
+
+@contextlib.contextmanager
+def timed_work() -> Iterator[None]:
+    """Around a rewrite's work up to its commit: its duration is what :func:`wait_before_work` expects of the next."""
+    bound = _BOUND.get()
+    started = time.monotonic()
+    yield
+    if bound is not None:
+        _history_of(bound.table_ref).worked(time.monotonic() - started)
 
 
 @contextlib.contextmanager

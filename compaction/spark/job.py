@@ -34,6 +34,7 @@ from compaction.core.retry import FailureKind, RetryAction, retry_rule
 from compaction.core.stages import Stage, group_stages, is_selective
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression
+from compaction.spark.gate import wait_before_work
 from compaction.spark.group_reads import (
     GroupRows,
     rows_predicate,
@@ -200,7 +201,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         table, current = _current_table(spark, plan)
         if current is None:
             return settled, {}
-        base_id, base_seq = int(current.snapshotId()), int(current.sequenceNumber())
+        base_id = int(current.snapshotId())
         if selective == "minor" and _nothing_to_merge(spark, plan, table, majors):
             # Iceberg's planner would keep no file group: no action, and none of the scans and checks around it.
             # The conversion that follows scans, decides (stale plans included) and validates each partition.
@@ -211,6 +212,9 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                 settled[key] = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value,
                                                status=NO_OP, attempts=1, base_snapshot_id=base_id)
             return settled, {}
+        if wait_before_work("file rewrite", table=table):  # a DML's commit came meanwhile: the base is after it
+            current = table.currentSnapshot()
+        base_id, base_seq = int(current.snapshotId()), int(current.sequenceNumber())
         # Planned at this base, the plan is not stale: the partitions' files at the base are only needed for the
         # outcome, and are scanned while the rewrite runs. Otherwise each is scanned first and decided
         # again if a planned file is gone.

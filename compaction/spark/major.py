@@ -27,7 +27,7 @@ from compaction.core.model import DeleteContent
 from compaction.core.posthoc import PLAN_PROPERTY as POSTHOC_PLAN_PROPERTY
 from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
-from compaction.spark.gate import commit_window, warm_history
+from compaction.spark.gate import commit_window, timed_work, warm_history
 from compaction.spark.row_group_copy import CopiedFile, RowGroupCopySettings, copy_eligible, delete_quietly
 from compaction.spark.partition_files import (
     PartitionFiles,
@@ -659,18 +659,20 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         early.append(J.in_background(spark, search_planned, planned_groups, name="icecompact-dangling"))
 
     warm_history(table)
-    groups, copies = _rewritten_groups(spark, table, action, base_id, copy if copies_allowed else NO_ROW_GROUP_COPY,
-                                       on_planned=planned if remove_dangling else None)
-    dangling: list[Any] = []
-    try:
-        if remove_dangling:
-            rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
-            rewritten_paths |= {str(f.location()) for c in copies for f in c.sources}
-            found = _early_result(early, rewritten_paths)
-            dangling = found if found is not None else search_dangling(rewritten_paths)
-    except Exception:
-        _delete_added_files(table, groups, copies)
-        raise
+    with timed_work():  # what the commit gate expects of the next rewrite of the table (gate.wait_before_work)
+        groups, copies = _rewritten_groups(spark, table, action, base_id,
+                                           copy if copies_allowed else NO_ROW_GROUP_COPY,
+                                           on_planned=planned if remove_dangling else None)
+        dangling: list[Any] = []
+        try:
+            if remove_dangling:
+                rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
+                rewritten_paths |= {str(f.location()) for c in copies for f in c.sources}
+                found = _early_result(early, rewritten_paths)
+                dangling = found if found is not None else search_dangling(rewritten_paths)
+        except Exception:
+            _delete_added_files(table, groups, copies)
+            raise
     if not groups and not dangling and not copies:
         return 0, 0, 0
     # A selective rewrite (no dangling deletes, no check that every delete is gone after it) may commit fewer

@@ -46,6 +46,7 @@ from compaction.core.retry import (
 from compaction.core.stages import is_selective
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression
+from compaction.spark.gate import wait_before_work
 from compaction.spark.group_reads import (
     GroupRows,
     rows_predicate,
@@ -220,6 +221,9 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         fingerprints = fingerprint_cache(spark, ref, level, group)
         base_id = None
         try:
+            # Every attempt starts with a rewrite (a MAJOR, or a selective one's file rewrite), which a writer's DML
+            # committing during it makes Iceberg refuse.
+            wait_before_work("file rewrite", table=table)
             table.refresh()
             current = table.currentSnapshot()
             base_id = int(current.snapshotId()) if current is not None else None

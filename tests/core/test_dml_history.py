@@ -9,6 +9,7 @@ from compaction.core.dml_history import (
     DML_DURATION_MIN_S,
     SnapshotView,
     decide_dml_window,
+    decide_work_start,
     dml_cadence,
     dml_duration_s,
     is_validating_dml,
@@ -162,3 +163,23 @@ def test_waits_at_most_one_cycle_or_the_policy_bound() -> None:
 def test_a_clock_ahead_of_ours_counts_as_just_committed() -> None:
     cadence = dml_cadence(history(0, 40, 80, 120))
     assert decide_dml_window(cadence, now=118, commit_in_s=0, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+
+
+def test_a_rewrite_starts_only_where_its_work_and_commit_fit_before_the_next_dml() -> None:
+    cadence = dml_cadence(history(0, 40, 80, 120))  # gap 40 s, ~10 s each: quiet until 29 s after a DML commit
+    assert cadence is not None
+    # 20 s after the last DML commit, a commit alone (3 s) lands in the quiet part, but a rewrite of 8 s before it
+    # would commit while the next DML runs, which deletes rows of the files it replaces: Iceberg refuses the commit.
+    assert decide_dml_window(cadence, now=140, commit_in_s=3, waited_s=0, policy=POLICY).commits
+    late = decide_work_start(cadence, now=140, work_s=8, commit_in_s=3, waited_s=0, policy=POLICY)
+    assert late.action is GateAction.WAIT and "likely running" in late.reason
+    early = decide_work_start(cadence, now=125, work_s=8, commit_in_s=3, waited_s=0, policy=POLICY)
+    assert early.action is GateAction.COMMIT
+    # Once the DML it waited for committed, the work starts, and its commit then falls in the quiet part.
+    after_it = dml_cadence(history(0, 40, 80, 120, 160))
+    started = decide_work_start(after_it, now=161, work_s=8, commit_in_s=3, waited_s=21, policy=POLICY)
+    assert started.action is GateAction.COMMIT
+    assert decide_dml_window(after_it, now=161 + 8, commit_in_s=3, waited_s=0, policy=POLICY).commits
+    # Work that outlasts the quiet part never waits: no moment to start it would help.
+    long = decide_work_start(cadence, now=140, work_s=30, commit_in_s=3, waited_s=0, policy=POLICY)
+    assert long.action is GateAction.COMMIT and "waiting would not help" in long.reason
