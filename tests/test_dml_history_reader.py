@@ -66,12 +66,14 @@ def test_a_commit_is_expected_to_land_as_slowly_as_the_slowest_recent_one() -> N
     assert history.landing_s() == 0.8  # only the recent ones count
 
 
-def test_a_rewrite_is_expected_to_work_as_long_as_the_slowest_recent_one() -> None:
+def test_a_rewrite_is_expected_to_work_as_long_as_the_recent_ones_of_its_kind_typically_did() -> None:
     history = _History()
-    assert history.work_s() is None  # no rewrite measured yet: the work starts without waiting
-    history.worked(9.0)
-    history.worked(2.5)
-    assert history.work_s() == 9.0
+    assert history.work_s("minor file rewrite") is None  # none measured yet: the work starts without waiting
+    for seconds in (1.2, 9.0, 1.0):
+        history.worked("minor file rewrite", seconds)
+    history.worked("major", 7.0)
+    assert history.work_s("minor file rewrite") == 1.2  # one slow merge does not make every later one wait
+    assert history.work_s("major") == 7.0  # a MAJOR's work is not a fragment merge's
     for _ in range(LANDING_SAMPLES):
-        history.worked(2.0)
-    assert history.work_s() == 2.0
+        history.worked("minor file rewrite", 2.0)
+    assert history.work_s("minor file rewrite") == 2.0  # only the recent ones count

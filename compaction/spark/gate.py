@@ -11,6 +11,7 @@ Undoing one of our own commits (a failed post-commit check) is not gated: it mus
 from __future__ import annotations
 
 import contextlib
+import statistics
 import threading
 import time
 from contextvars import ContextVar
@@ -38,8 +39,16 @@ HISTORY_SNAPSHOTS_MAX = 1000
 #: How long a commit of ours takes from the window's decision to landing (Iceberg's commit: manifests written,
 #: validation, retries against concurrent commits), before one has been measured on the table ...
 LANDING_DEFAULT_S = 3.0
-#: ... and how many recent landings (and rewrites' work, see :func:`timed_work`) the estimate takes the longest of.
+#: ... and how many recent landings (and rewrites' work, see :func:`timed_work`) the estimate is taken from.
 LANDING_SAMPLES = 8
+#: The kinds of rewrite whose work is timed apart (a fragment merge takes a second where a MAJOR takes several):
+#: a full MAJOR, and the file rewrite of a selective MINOR / MAJOR.
+REWRITE_KINDS = ("major", "minor file rewrite", "major file rewrite")
+
+
+def rewrite_kind(selective: str | None) -> str:
+    """The :data:`REWRITE_KINDS` entry of a full MAJOR (None) or of a selective task's file rewrite (its kind)."""
+    return "major" if selective is None else f"{selective} file rewrite"
 #: Longer than the lease gate's ledger round trips: it waited for a writer.
 LEASE_GATE_ROUND_TRIP_S = 2.0
 
@@ -74,7 +83,7 @@ class _History:
     views: dict[int, tuple[SnapshotView, int | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     landings: list[float] = field(default_factory=list)  # seconds from a window's decision to the commit, recent
-    works: list[float] = field(default_factory=list)  # seconds a rewrite took before its commit window, recent
+    works: dict[str, list[float]] = field(default_factory=dict)  # seconds rewrites took before their commit, recent
 
     def landing_s(self) -> float:
         """How long the next commit is expected to take to land: the longest of the recent ones."""
@@ -85,15 +94,18 @@ class _History:
         with self.lock:
             self.landings = [*self.landings, seconds][-LANDING_SAMPLES:]
 
-    def work_s(self) -> float | None:
-        """How long the next rewrite is expected to take before its commit: the longest of the recent ones (None
-        before the first)."""
+    def work_s(self, kind: str) -> float | None:
+        """How long the next rewrite of ``kind`` is expected to take before its commit: the median of the recent
+        ones (None before the first). Not the longest, as for landings: the commit window still times the commit
+        itself, so a rewrite slower than expected costs what it cost without this estimate, while one expected too
+        slow waits for a DML it would have finished before."""
         with self.lock:
-            return max(self.works) if self.works else None
+            recent = self.works.get(kind)
+            return statistics.median(recent) if recent else None
 
-    def worked(self, seconds: float) -> None:
+    def worked(self, kind: str, seconds: float) -> None:
         with self.lock:
-            self.works = [*self.works, seconds][-LANDING_SAMPLES:]
+            self.works[kind] = [*self.works.get(kind, ()), seconds][-LANDING_SAMPLES:]
 
     def recent(self, table: Any, *, refresh: bool) -> list[SnapshotView]:
         if refresh:
@@ -198,9 +210,9 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History
         time.sleep(decision.retry_in_s)
 
 
-def wait_before_work(what: str, *, table: Any) -> bool:
-    """Before the work of a rewrite reads its base (``table``: the Java table). Once the table's rewrites have a
-    typical duration (:func:`timed_work`), the work starts only where it and its commit fit before the next DML of
+def wait_before_work(kind: str, *, table: Any) -> bool:
+    """Before the work of a rewrite of ``kind`` (:data:`REWRITE_KINDS`) reads its base (``table``: the Java table).
+    Once the table's rewrites of that kind have a typical duration (:func:`timed_work`), the work starts only where it and its commit fit before the next DML of
     another writer is expected to start, or else after that DML's commit
     (compaction.core.dml_history.decide_work_start): a DML committing during the work deletes rows of files the
     rewrite replaces, Iceberg then refuses the rewrite's commit, and the work is thrown away. Returns whether it
@@ -209,20 +221,21 @@ def wait_before_work(what: str, *, table: Any) -> bool:
     if bound is None or not bound.policy.yield_dml_history:
         return False
     history = _history_of(bound.table_ref)
-    expected = history.work_s()
+    expected = history.work_s(kind)
     if expected is None:
         return False
-    return _wait_for_dml_window(bound, table, f"{what} (before writing)", history, work_s=expected)
+    return _wait_for_dml_window(bound, table, f"{kind} (before writing)", history, work_s=expected)
 
 
 @contextlib.contextmanager
-def timed_work() -> Iterator[None]:
-    """Around a rewrite's work up to its commit: its duration is what :func:`wait_before_work` expects of the next."""
+def timed_work(kind: str) -> Iterator[None]:
+    """Around a rewrite's work up to its commit: its duration is what :func:`wait_before_work` expects of the next
+    rewrite of ``kind``."""
     bound = _BOUND.get()
     started = time.monotonic()
     yield
     if bound is not None:
-        _history_of(bound.table_ref).worked(time.monotonic() - started)
+        _history_of(bound.table_ref).worked(kind, time.monotonic() - started)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ from compaction.core.retry import FailureKind, RetryAction, retry_rule
 from compaction.core.stages import Stage, group_stages, is_selective
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression
-from compaction.spark.gate import wait_before_work
+from compaction.spark.gate import rewrite_kind, wait_before_work
 from compaction.spark.group_reads import (
     GroupRows,
     rows_predicate,
@@ -212,8 +212,8 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                 settled[key] = PartitionResult(partition_key_to_dict(key), key.label(), task.kind.value,
                                                status=NO_OP, attempts=1, base_snapshot_id=base_id)
             return settled, {}
-        if wait_before_work("file rewrite", table=table):  # a DML's commit came meanwhile: the base is after it
-            current = table.currentSnapshot()
+        if wait_before_work(rewrite_kind(selective), table=table):
+            current = table.currentSnapshot()  # a DML's commit came meanwhile: the rewrite's base is after it
         base_id, base_seq = int(current.snapshotId()), int(current.sequenceNumber())
         # Planned at this base, the plan is not stale: the partitions' files at the base are only needed for the
         # outcome, and are scanned while the rewrite runs. Otherwise each is scanned first and decided
@@ -285,7 +285,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             selection=None if selective is None else selection_for(plan.policy, selective),
             layout=layout_for(plan.policy, selective or "major"), remove_dangling=selective is None,
             committed=commits,
-            copy=row_group_copy_for(plan.policy, selective or "major"))
+            copy=row_group_copy_for(plan.policy, selective or "major"), timed_as=rewrite_kind(selective))
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:

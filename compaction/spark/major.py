@@ -626,13 +626,14 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
                       plan_id: str, tag: str, selection: Selection | None = None,
                       layout: Layout = Layout(), remove_dangling: bool = False, covers_whole_table: bool = False,
                       committed: list[int] | None = None,
-                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY) -> tuple[int, int, int]:
+                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY, timed_as: str = "major") -> tuple[int, int, int]:
     """Rewrite the partition's files as Iceberg's RewriteDataFiles plans and writes them, in one commit of ours;
     returns (rewritten data files, added data files, removed delete files). ``selection``: rewrite only the files it
     picks (None: every file with a delete, and the small files; under a clustering ``layout``, every data file of
     the partition). ``remove_dangling``: the same commit removes the partition's delete files that no data file
     left live needs (:func:`find_dangling_deletes`; ``covers_whole_table`` as there), also when nothing is
-    rewritten. ``committed``: gets the commit's snapshot as soon as it is on main, before our own checks."""
+    rewritten. ``committed``: gets the commit's snapshot as soon as it is on main, before our own checks.
+    ``timed_as``: the kind of rewrite (gate.REWRITE_KINDS) whose typical duration this one's work adds to."""
     current = table.currentSnapshot()
     if current is None:
         return 0, 0, 0
@@ -659,7 +660,7 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         early.append(J.in_background(spark, search_planned, planned_groups, name="icecompact-dangling"))
 
     warm_history(table)
-    with timed_work():  # what the commit gate expects of the next rewrite of the table (gate.wait_before_work)
+    with timed_work(timed_as):  # what the commit gate expects of the next such rewrite (gate.wait_before_work)
         groups, copies = _rewritten_groups(spark, table, action, base_id,
                                            copy if copies_allowed else NO_ROW_GROUP_COPY,
                                            on_planned=planned if remove_dangling else None)

@@ -46,7 +46,7 @@ from compaction.core.retry import (
 from compaction.core.stages import is_selective
 from compaction.spark import jvm as J
 from compaction.spark.expressions import java_partition_expression
-from compaction.spark.gate import wait_before_work
+from compaction.spark.gate import rewrite_kind, wait_before_work
 from compaction.spark.group_reads import (
     GroupRows,
     rows_predicate,
@@ -223,7 +223,7 @@ def run_task(spark: Any, catalog_name: str, plan: CompactionPlan, task: Compacti
         try:
             # Every attempt starts with a rewrite (a MAJOR, or a selective one's file rewrite), which a writer's DML
             # committing during it makes Iceberg refuse.
-            wait_before_work("file rewrite", table=table)
+            wait_before_work(rewrite_kind(task.kind.value if is_selective(task) else None), table=table)
             table.refresh()
             current = table.currentSnapshot()
             base_id = int(current.snapshotId()) if current is not None else None
@@ -426,7 +426,7 @@ def selective_attempt(a: Attempt, result: PartitionResult, commits: list[int], *
             spark, table, a.expression, target_file_size_bytes=a.plan.policy.target_file_size_bytes,
             plan_id=a.plan.plan_id, tag=tag, selection=selection_for(a.plan.policy, kind),
             layout=layout_for(a.plan.policy, kind),
-            copy=row_group_copy_for(a.plan.policy, kind))
+            copy=row_group_copy_for(a.plan.policy, kind), timed_as=rewrite_kind(kind))
         if rewritten or added:
             sid = find_tagged_snapshot(table, a.base_id, tag)
             if sid is None:
