@@ -44,13 +44,13 @@ LANDING_SAMPLES = 8
 #: The kinds of rewrite whose work is timed apart (a fragment merge takes a second where a MAJOR takes several):
 #: a full MAJOR, and the file rewrite of a selective MINOR / MAJOR.
 REWRITE_KINDS = ("major", "minor file rewrite", "major file rewrite")
+#: Longer than the lease gate's ledger round trips: it waited for a writer.
+LEASE_GATE_ROUND_TRIP_S = 2.0
 
 
 def rewrite_kind(selective: str | None) -> str:
     """The :data:`REWRITE_KINDS` entry of a full MAJOR (None) or of a selective task's file rewrite (its kind)."""
     return "major" if selective is None else f"{selective} file rewrite"
-#: Longer than the lease gate's ledger round trips: it waited for a writer.
-LEASE_GATE_ROUND_TRIP_S = 2.0
 
 
 @dataclass
@@ -212,10 +212,10 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History
 
 def wait_before_work(kind: str, *, table: Any) -> bool:
     """Before the work of a rewrite of ``kind`` (:data:`REWRITE_KINDS`) reads its base (``table``: the Java table).
-    Once the table's rewrites of that kind have a typical duration (:func:`timed_work`), the work starts only where it and its commit fit before the next DML of
-    another writer is expected to start, or else after that DML's commit
-    (compaction.core.dml_history.decide_work_start): a DML committing during the work deletes rows of files the
-    rewrite replaces, Iceberg then refuses the rewrite's commit, and the work is thrown away. Returns whether it
+    Once the table's rewrites of that kind have a typical duration (:func:`timed_work`), the work starts only where
+    it and its commit fit before the next DML of another writer is expected to start, or else after that DML's
+    commit (compaction.core.dml_history.decide_work_start): a DML committing during the work deletes rows of files
+    the rewrite replaces, Iceberg then refuses the rewrite's commit, and the work is thrown away. Returns whether it
     waited (``table`` is then refreshed: the caller reads its base again)."""
     bound = _BOUND.get()
     if bound is None or not bound.policy.yield_dml_history:
