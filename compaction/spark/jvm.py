@@ -73,6 +73,24 @@ def in_background(spark: SparkSession, fn: Callable[..., T], *args: Any, name: s
     return future
 
 
+def in_pool(spark: SparkSession, fn: Callable[[Any], T], items: Sequence[Any], *, workers: int,
+            name: str) -> list[concurrent.futures.Future[T]]:
+    """``fn(item)`` of each of ``items``, up to ``workers`` at once in background threads with ``spark`` active
+    there and the caller's Spark local properties (as :func:`in_background`); the futures, in ``items``' order, give
+    each result or error. Returns at once: wait on the futures."""
+    from pyspark import inheritable_thread_target
+
+    def run(item: Any) -> T:
+        activate(spark)  # the JVM thread serving a Python thread has no active session of its own
+        return fn(item)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
+    try:
+        return [pool.submit(inheritable_thread_target(run), item) for item in items]
+    finally:
+        pool.shutdown(wait=False)  # the submitted calls still run; the futures give their results
+
+
 def activate(spark: SparkSession) -> None:
     """Make ``spark`` the JVM's active session in the calling thread, with Iceberg's cache catalog registered.
 

@@ -468,17 +468,13 @@ def _rewrite_groups(spark: Any, table: Any, action: Any, plan: Any, planned: lis
         return []
     # As the action: up to max-concurrent-file-group-rewrites groups at once (a group of partitions has one file
     # group per partition; one at a time would leave a cluster idle between small groups).
-    workers = max(1, min(len(planned), int(J.declared_field(action, "maxConcurrentFileGroupRewrites"))))
+    workers = int(J.declared_field(action, "maxConcurrentFileGroupRewrites"))
 
     def rewrite(group: Any) -> Any:
-        J.activate(spark)  # the JVM thread serving this Python thread has no active session of its own
         return J.call_declared(spark, action, "rewriteFiles", plan, group)
 
-    from pyspark import inheritable_thread_target
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rewrite-group") as pool:
-        futures = [pool.submit(inheritable_thread_target(rewrite), group) for group in planned]
-        concurrent.futures.wait(futures)
+    futures = J.in_pool(spark, rewrite, planned, workers=workers, name="rewrite-group")
+    concurrent.futures.wait(futures)
     failed = [f.exception() for f in futures if f.exception() is not None]
     done = [f.result() for f in futures if f.exception() is None]
     if failed:

@@ -536,14 +536,9 @@ def scans_at(spark: Any, table: Any, snapshot_id: int, items: list[tuple[Any, An
     """Futures of :func:`scan_partition` of each ``(key, expression)`` at ``snapshot_id``, up to ``workers`` at once
     in background threads (a scan of a fixed snapshot reads the same whenever it runs, so it can overlap other
     work)."""
-    from pyspark import inheritable_thread_target
-
     def scan(expression: Any) -> Any:
-        J.activate(spark)  # the JVM thread serving a Python thread has no active session of its own
         return scan_partition(spark, table, expression, snapshot_id, with_applied=with_applied)
 
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix="partition-scan")
-    try:
-        return {key: pool.submit(inheritable_thread_target(scan), expression) for key, expression in items}
-    finally:
-        pool.shutdown(wait=False)  # the submitted scans still run; the futures give their results
+    futures = J.in_pool(spark, scan, [expression for _, expression in items], workers=workers,
+                        name="partition-scan")
+    return {key: future for (key, _), future in zip(items, futures)}
