@@ -4,7 +4,7 @@
 
 The trigger runs in the triggerer: one loop per catalog watches every matching table
 (:class:`compaction.ops.watch.HealthWatcher`: one metadata-pointer query per poll, new manifests only, the planner's
-``auto`` decision, a per-table rate limit, nothing fired while a run of the table is in flight) and yields one event
+``auto`` decision, a per-table rate limit, nothing fired while a run of the table waits to start) and yields one event
 per table that needs work. Its kwargs are names and numbers, never a secret (the catalog is resolved in the
 triggerer from its Airflow connection).
 

@@ -1,6 +1,6 @@
 """Health-triggered compaction's watcher (compaction/ops/watch.py) on a real table: it fires when a commit crosses a
 partition's MINOR trigger (fragment files, as a streaming writer makes them) and not before, reads only the manifests a commit added, holds back while a run of the
-table is in flight, and rate-limits; plus the pure rules (compaction/core/triggering.py)."""
+table waits to start (not while it runs), and rate-limits; plus the pure rules (compaction/core/triggering.py)."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ def test_rules() -> None:
     assert should_evaluate(WatchedTable("m1"), "m2", T0)
     busy = WatchedTable("m1", needs_work=True, last_fired_at=T0)
     assert not should_evaluate(busy, "m1", at(10), 15) and should_evaluate(busy, "m1", at(15), 15)
-    assert fire_decision(0, in_flight=False, last_fired_at=None, now=T0) == (
+    assert fire_decision(0, run_waiting=False, last_fired_at=None, now=T0) == (
         False, "healthy: every partition's decision is NONE")
-    assert not fire_decision(2, in_flight=True, last_fired_at=None, now=T0)[0]
-    fired, why = fire_decision(2, in_flight=False, last_fired_at=at(0), now=at(5), min_interval_s=15)
+    assert not fire_decision(2, run_waiting=True, last_fired_at=None, now=T0)[0]
+    fired, why = fire_decision(2, run_waiting=False, last_fired_at=at(0), now=at(5), min_interval_s=15)
     assert not fired and "rate limit" in why
-    assert fire_decision(2, in_flight=False, last_fired_at=at(0), now=at(15), min_interval_s=15) == (
+    assert fire_decision(2, run_waiting=False, last_fired_at=at(0), now=at(15), min_interval_s=15) == (
         True, "2 partition(s) to compact")
 
 
@@ -65,9 +65,22 @@ def test_fires_on_the_commit_that_crosses_the_minor_trigger(spark, sqlite_catalo
         # A commit while the table still needs work, within the rate limit: not yet.
         spark.sql(f"INSERT INTO {ref} VALUES (1004, 'a')")
         assert watcher.poll(at(10)) == []
-        # A run of the table in flight: nothing fires even after the rate limit.
-        run_id = ledger.start_run("hw.t", sqlite_catalog.name, status=RunStatus.RUNNING, now=at(11))
+        # A run of the table waiting to start, being planned and then queued: nothing fires even after the rate
+        # limit.
+        name = sqlite_catalog.name
+        run_id = ledger.start_run("hw.t", name, status=RunStatus.RUNNING, now=at(11))
         assert watcher.poll(at(20)) == []
-        ledger.finish_run(run_id, RunStatus.FAILED, exit_code=8, now=at(21))
-        (again,) = watcher.poll(at(35))  # no commit since, but still unhealthy: retried after the rate limit
+        item = ledger.enqueue_work("{}", plan_id="p", table_ref="hw.t", catalog=name, group_ids=[0], run_id=run_id,
+                                   now=at(20))
+        assert watcher.poll(at(21)) == [], "\n".join(lines)
+        # Its work item running: the next run is planned and queued behind it.
+        assert ledger.claim_work("x1", catalogs=[name], now=at(22)) is not None
+        (ahead,) = watcher.poll(at(23))
+        assert ahead["partitions"] == ["spec=0/p=a"]
+        ledger.complete_work(item.item_id, "x1", {0: {}}, now=at(24))
+        ledger.finish_run(run_id, RunStatus.FAILED, exit_code=8, now=at(25))
+        assert watcher.poll(at(40)) == []  # past the rate limit, but that event has not become a run yet
+        picked = ledger.start_run("hw.t", name, status=RunStatus.RUNNING, now=at(41))
+        ledger.finish_run(picked, RunStatus.FAILED, exit_code=8, now=at(42))
+        (again,) = watcher.poll(at(43))  # no commit since, but still unhealthy: retried
         assert again["partitions"] == ["spec=0/p=a"]

@@ -36,8 +36,8 @@ def ledger(queue_url: str) -> Iterator[Ledger]:
 
 
 def enqueue(ledger: Ledger, catalog: str = "c", groups: tuple[int, ...] = (0,), now: dt.datetime = T0,
-            **kwargs: Any) -> str:
-    return ledger.enqueue_work('{"plan": 1}', plan_id="p1", table_ref="db.t", catalog=catalog, group_ids=groups,
+            table: str = "db.t", **kwargs: Any) -> str:
+    return ledger.enqueue_work('{"plan": 1}', plan_id="p1", table_ref=table, catalog=catalog, group_ids=groups,
                                now=now, **kwargs).item_id
 
 
@@ -111,6 +111,23 @@ def test_exclusive_items_of_a_catalog_run_one_at_a_time(ledger: Ledger) -> None:
     assert last is not None and last.item_id == b
 
 
+def test_a_table_is_compacted_by_one_item_at_a_time(ledger: Ledger) -> None:
+    # The health watcher queues a table's next run while its current one runs: it waits for it, whichever
+    # executor polls, while other tables' items run beside it.
+    running = enqueue(ledger)
+    behind = enqueue(ledger, now=at(1))
+    other = enqueue(ledger, table="db.u", now=at(2))
+    first = ledger.claim_work("e1", catalogs=["c"], now=at(3))
+    assert first is not None and first.item_id == running
+    nxt = ledger.claim_work("e2", catalogs=["c"], now=at(4))
+    assert nxt is not None and nxt.item_id == other
+    assert ledger.has_pending_work(["c"], now=at(5))
+    assert ledger.claim_work("e2", catalogs=["c"], now=at(5)) is None
+    ledger.complete_work(running, "e1", {0: {}}, now=at(6))
+    last = ledger.claim_work("e2", catalogs=["c"], now=at(7))
+    assert last is not None and last.item_id == behind
+
+
 def test_cancel_only_queued(ledger: Ledger) -> None:
     running, queued = enqueue(ledger), enqueue(ledger, now=at(1))
     ledger.claim_work("e1", catalogs=["c"], now=at(2))
@@ -137,7 +154,7 @@ def test_one_executor_start_per_catalog(ledger: Ledger) -> None:
 
 def test_concurrent_claimers_take_each_item_exactly_once(ledger: Ledger, queue_url: str) -> None:
     """Four threads, each with its own engine, claim and complete 40 items as fast as they can."""
-    ids = {enqueue(ledger, now=at(i)) for i in range(40)}
+    ids = {enqueue(ledger, now=at(i), table=f"db.t{i}") for i in range(40)}
     taken: dict[str, list[str]] = {}
     errors: list[BaseException] = []
     lock = threading.Lock()
@@ -205,7 +222,7 @@ def test_a_run_whose_waiter_died_is_recorded_from_its_work_items(ledger: Ledger)
 
 
 def test_a_restarted_executor_takes_back_its_own_items_at_once(ledger: Ledger) -> None:
-    mine, other = enqueue(ledger), enqueue(ledger, now=at(1))
+    mine, other = enqueue(ledger), enqueue(ledger, now=at(1), table="db.u")
     ledger.claim_work("x1", catalogs=["c"], lease_s=60, now=at(2))
     ledger.claim_work("x2", catalogs=["c"], lease_s=60, now=at(3))
     back = ledger.take_back_expired_work(now=at(4), dead_executor="x1")

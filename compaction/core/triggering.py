@@ -4,10 +4,13 @@ runs in flight) and a ``now``; no I/O.
 
 * A table is evaluated when its metadata pointer moved (a commit) or, while it still needs work, when the rate
   limit allows a new event: a run that failed or was skipped is retried without waiting for the next commit.
-* It fires when its ``auto`` plan has partitions to compact, no compaction run of it is in flight (planned or
-  running in the ledger: the run the last event started will pick up whatever it can), and ``min_interval_s``
-  passed since it last fired (a per-table rate limit: a table under a fast writer is not compacted after every
-  commit).
+* It fires when its ``auto`` plan has partitions to compact, no compaction run of it is waiting to start (being
+  planned, or queued in the ledger: that run will pick up whatever it can), and ``min_interval_s`` passed since it
+  last fired (a per-table rate limit: a table under a fast writer is not compacted after every commit). A run that
+  is *running* does not hold the next one back: the next is planned and queued while it works, and the queue starts
+  it as soon as the running one ends (one item of a table runs at a time), so that the executor does not stand idle
+  for the watcher's poll, the event, Airflow starting a task and the plan between two runs of a busy table. It is
+  re-evaluated partition by partition when it starts, as every plan older than the table's current snapshot.
 """
 
 from __future__ import annotations
@@ -39,13 +42,14 @@ def should_evaluate(previous: WatchedTable | None, metadata_location: str | None
     return previous.needs_work and not _rate_limited(previous.last_fired_at, now, min_interval_s)
 
 
-def fire_decision(partitions_to_compact: int, *, in_flight: bool, last_fired_at: _dt.datetime | None,
+def fire_decision(partitions_to_compact: int, *, run_waiting: bool, last_fired_at: _dt.datetime | None,
                   now: _dt.datetime, min_interval_s: float = MIN_INTERVAL_SECONDS_DEFAULT) -> tuple[bool, str]:
-    """(fire?, why) for a table whose auto plan has ``partitions_to_compact`` partitions with work."""
+    """(fire?, why) for a table whose auto plan has ``partitions_to_compact`` partitions with work; ``run_waiting``:
+    a run of the table is being planned or queued (not one that is running)."""
     if partitions_to_compact <= 0:
         return False, "healthy: every partition's decision is NONE"
-    if in_flight:
-        return False, "a compaction run of the table is in flight"
+    if run_waiting:
+        return False, "a compaction run of the table is waiting to start"
     if _rate_limited(last_fired_at, now, min_interval_s):
         assert last_fired_at is not None
         wait = min_interval_s - (now - last_fired_at).total_seconds()

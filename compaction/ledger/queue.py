@@ -213,19 +213,24 @@ class _Queue(LedgerMixin):
 
     def claim_work(self, executor_id: str, *, catalogs: Iterable[str], lease_s: float = LEASE_SECONDS_DEFAULT,
                    now: _dt.datetime | None = None) -> WorkItem | None:
-        """Take the oldest queued item of ``catalogs`` (expired leases are taken back first), or None."""
+        """Take the oldest queued item of ``catalogs`` (expired leases are taken back first), or None. An item of a
+        table another item of which is running waits for it: two compactions of one table at once would only fail
+        each other's commits (the queued one was planned before the running one commits, and is re-evaluated when
+        it starts)."""
         at = _utc(now, "now")
         wanted = sorted(set(catalogs))
         w = WorkItemRow
         with self._write("claiming work") as session:
             _serialise(session)
             self._take_back_expired(session, at)
-            busy = set(session.execute(select(w.catalog).where(
-                w.status == WorkStatus.RUNNING.value, w.catalog.in_(wanted)).distinct()).scalars())
+            running = session.execute(select(w.catalog, w.table_ref).where(
+                w.status == WorkStatus.RUNNING.value, w.catalog.in_(wanted)).distinct()).all()
+            busy = {catalog for catalog, _ in running}
+            busy_tables = {(catalog, table_ref) for catalog, table_ref in running}
             candidates = session.execute(select(w).where(w.status == WorkStatus.QUEUED.value, w.catalog.in_(wanted))
                                          .order_by(w.enqueued_at, w.item_id).limit(50)).scalars()
             for row in candidates:
-                if row.exclusive and row.catalog in busy:
+                if (row.exclusive and row.catalog in busy) or (row.catalog, row.table_ref) in busy_tables:
                     continue
                 row.status, row.executor_id = WorkStatus.RUNNING.value, executor_id[:64]
                 row.attempts = int(row.attempts) + 1

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from compaction.catalog import CatalogConfig
 from compaction.core.errors import CompactionError
 from compaction.core.plan import CompactionKind, CompactionMode
+from compaction.core.queue import WorkStatus
 from compaction.core.triggering import (
     MIN_INTERVAL_SECONDS_DEFAULT,
     WatchedTable,
@@ -28,7 +29,7 @@ from compaction.core.triggering import (
 
 log = logging.getLogger(__name__)
 MAX_PARTITIONS_IN_EVENT = 50
-#: After an event, the table counts as in flight until a run of it starts, for at most this long.
+#: After an event, a run of the table counts as waiting to start until it is recorded, for at most this long.
 PICKUP_TIMEOUT_S = 120.0
 
 
@@ -84,21 +85,21 @@ class HealthWatcher:
             self._plans.pop(gone, None)
         return events
 
-    def _in_flight(self, table_ref: str, last_fired: _dt.datetime | None, now: _dt.datetime) -> bool:
-        """A run of the table is planned or running (its work items not all finished), or the last event has not
-        started one yet (an event takes the scheduler and a worker some seconds to become a run: firing again
-        meanwhile would start a second run of the same work), for at most :data:`PICKUP_TIMEOUT_S`."""
+    def _run_waiting(self, table_ref: str, last_fired: _dt.datetime | None, now: _dt.datetime) -> bool:
+        """A run of the table is waiting to start: planned but not queued yet, or with a work item still queued; or
+        the last event has not started one yet (an event takes the scheduler and a worker some seconds to become a
+        run: firing again meanwhile would start a second run of the same work), for at most
+        :data:`PICKUP_TIMEOUT_S`. A run whose items are all running or finished does not count
+        (compaction.core.triggering: the next run queues behind it)."""
         if self.ledger is None:
             return False
         from compaction.ops.runner import settle_queued_runs
 
-        # A run whose waiter died would look in flight for ever: finish it from its work items first.
+        # A run whose waiter died would look unfinished for ever: finish it from its work items first.
         settle_queued_runs(self.ledger, table_ref, self.catalog.name, now=now, progress=self.progress)
         for run in self.ledger.in_flight_runs(table_ref, catalog=self.catalog.name):
             items = self.ledger.work_items(run_id=run.run_id)
-            # Its compaction is over once its work items are (what is left is recording them): the table's state
-            # now is what the next plan starts from.
-            if not items or not all(i.status.is_terminal for i in items):
+            if not items or any(i.status is WorkStatus.QUEUED for i in items):
                 return True
         if last_fired is None or (now - last_fired).total_seconds() >= PICKUP_TIMEOUT_S:
             return False
@@ -123,8 +124,8 @@ class HealthWatcher:
                          cache=self._plans.setdefault(name, PlanCache()))
         work = [d for d in plan.decisions if d.kind is not CompactionKind.NONE]
         last_fired = previous.last_fired_at if previous else None
-        in_flight = bool(work) and self._in_flight(identity.dotted, last_fired, now)
-        fire, why = fire_decision(len(work), in_flight=in_flight, last_fired_at=last_fired, now=now,
+        waiting = bool(work) and self._run_waiting(identity.dotted, last_fired, now)
+        fire, why = fire_decision(len(work), run_waiting=waiting, last_fired_at=last_fired, now=now,
                                   min_interval_s=self.min_interval_s)
         self.watched[name] = WatchedTable(location, bool(work), now if fire else last_fired)
         # The partition to explain: one with work, else the one with the most files.
