@@ -537,6 +537,51 @@ def test_a_group_fragment_merge_refused_by_a_writers_delete_is_planned_again(  #
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
+def test_a_group_fragment_merge_whose_check_fails_is_undone_and_gets_no_conversion(  # type: ignore[no-untyped-def]
+        spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:
+    """The group's fragment merge is checked while the conversion's positions are read (the two overlap). When that
+    check fails, the merge is undone and no partition of it is converted: the read made meanwhile is dropped."""
+    from compaction.core.errors import CommitValidationError
+    from compaction.spark import job as job_module
+
+    workload = generate(spark, sqlite_catalog, "cdc.unchecked", WorkloadSpec(
+        seed=44, partitioning="days_ts", days_span=3, commits=4, rows_per_commit=40, evolve_spec=False,
+        use_equality_deletes=True, eq_delete_fraction=0.7))
+    head = sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
+    real_validate, real_prepare = job_module.validate, job_module._prepare_minor_group
+    checked: list[str] = []
+    reads: list[int] = []
+
+    def fails_for_the_merge(spark_, table, ref, catalog, key, commit_ids, *args, **kwargs):  # type: ignore[no-untyped-def]
+        operation = str(table.snapshot(int(commit_ids[-1])).operation())
+        checked.append(operation)
+        if operation == "replace":
+            raise CommitValidationError("injected: the merge's rows differ")
+        return real_validate(spark_, table, ref, catalog, key, commit_ids, *args, **kwargs)
+
+    def counted_prepare(*args, **kwargs):  # type: ignore[no-untyped-def]
+        prepared = real_prepare(*args, **kwargs)
+        reads.append(len(prepared))
+        return prepared
+
+    monkeypatch.setattr(job_module, "validate", fails_for_the_merge)
+    monkeypatch.setattr(job_module, "_prepare_minor_group", counted_prepare)
+    state = inspect_table(sqlite_catalog, "cdc.unchecked")
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
+    (group,) = compaction_plan.groups
+    assert len(group.tasks) == 3, group
+    lines: list[str] = []
+    result = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT, progress=lines.append)
+    parts = result.partitions
+    assert {p.status for p in parts} == {"rolled_back"}, [(p.label, p.status, p.error) for p in parts]
+    assert all(p.error_class == "CommitValidationError" for p in parts), [p.error_class for p in parts]
+    assert checked and set(checked) == {"replace"}, checked  # no conversion was committed, so none was checked
+    assert reads == [3], (reads, lines)  # the conversion's read ran beside the check, and was dropped
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    assert table.current_snapshot().snapshot_id == head
+    assert read_table(table).rows == workload.expected_rows
+
+
 def test_a_job_group_reads_no_snapshots_rows_twice(spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A MINOR group merges fragments (one commit, checked), then converts deletes (one commit, checked against its
     parent: the merge's commit). The merge's check already read that snapshot's rows of each partition: the

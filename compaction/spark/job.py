@@ -160,9 +160,19 @@ class _BeforeFromCommit:
             return None
 
 
+@dataclasses.dataclass(frozen=True)
+class _PendingCheck:
+    """The post-commit check of a group rewrite running in the background: the partitions it settles, and their
+    results once it is done (validated, or undone with the error)."""
+
+    keys: frozenset[Any]
+    results: concurrent.futures.Future[dict[Any, PartitionResult]]
+
+
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
                      progress: Callable[[str], None] | None, group: GroupRows | None,
-                     selective: str | None = None) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
+                     selective: str | None = None, later: list[_PendingCheck] | None = None,
+                     ) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
     """The group's MAJOR partitions in one Iceberg rewrite action over all of them, like the bare CALL: its file
     groups are rewritten concurrently, it commits once, removing the delete files it left dangling in the same commit
     (one snapshot for the job group, so a conflict in one partition costs only this group's work), then validation (c)
@@ -178,7 +188,11 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     ``selective`` (``"minor"`` or ``"major"``): the first half of the group's selective tasks of that kind instead:
     one rewrite of the files the kind selects, no cleanup (the conversion that follows removes what no longer
     applies), validated the same way. A partition whose result here is committed or no_op still has its
-    conversion to run (run_group)."""
+    conversion to run (run_group).
+
+    ``later``: once committed, the check runs in the background and is appended there; the partitions it settles
+    are left out of the returned results (the caller reads the conversion's positions meanwhile and waits for the
+    check before anything else commits or reports them)."""
     settled: dict[Any, PartitionResult] = {}
     if selective is None:
         majors = [t for t in tasks if t.kind is CompactionKind.MAJOR and t.full_rewrite]
@@ -329,9 +343,18 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                         f"validation ({level.value}) in "
                         f"{time.monotonic() - settle_started:.1f} s")
 
-    _check_group_commit(spark, table, ref, level, commits, [r for _, _, _, r in active],
-                        f"MAJOR of {len(active)} partitions", progress, timed_settle, group)
-    _settle_group(settled, [(t.partition, r) for t, _, _, r in active], started)
+    def checked() -> dict[Any, PartitionResult]:
+        _check_group_commit(spark, table, ref, level, commits, [r for _, _, _, r in active],
+                            f"MAJOR of {len(active)} partitions", progress, timed_settle, group)
+        done: dict[Any, PartitionResult] = {}
+        _settle_group(done, [(t.partition, r) for t, _, _, r in active], started)
+        return done
+
+    if later is None:
+        settled.update(checked())
+    else:
+        later.append(_PendingCheck(frozenset(t.partition for t, _, _, _ in active),
+                                   J.in_background(spark, checked, name="icecompact-group-check")))
     return settled, {}
 
 
@@ -701,6 +724,15 @@ class _GroupRun:
     pending: list[CompactionTask] = dataclasses.field(default_factory=list)
     prepared: dict[Any, Any] = dataclasses.field(default_factory=dict)
     announced: set[Any] = dataclasses.field(default_factory=set)
+    #: Checks of committed file rewrites still running (their partitions are in neither ``rewrites`` nor ``settled``).
+    checks: list[_PendingCheck] = dataclasses.field(default_factory=list)
+
+    def await_checks(self) -> None:
+        """Wait for the file rewrites' checks; file their partitions as after a check in line."""
+        while self.checks:
+            check = self.checks.pop(0)
+            for key, part in check.results.result().items():
+                (self.rewrites if part.status in (COMMITTED, NO_OP) else self.settled)[key] = part
 
     def save_progress(self) -> None:
         if self.checkpoint is None:
@@ -732,8 +764,11 @@ class _GroupRun:
         # Not the tasks the full rewrite settled (an unpartitioned spec's full MAJOR covers every MAJOR).
         candidates = [t for t in self.tasks if t.partition not in self.settled]
         for _ in range(GROUP_REWRITE_ROUNDS_DEFAULT):
+            # One check at a time (they share the group's rows): the one before ends before this rewrite starts.
+            self.await_checks()
+            # Checked in the background: the conversion's read (minor_read) runs while the check does.
             done, seen = _run_major_group(self.spark, self.plan, candidates, level=self.level, progress=self.progress,
-                                          group=self.group, selective=kind)
+                                          group=self.group, selective=kind, later=self.checks)
             for key, part in done.items():
                 (self.rewrites if part.status in (COMMITTED, NO_OP) else self.settled)[key] = part
             _add_conflicts(self.conflicts, seen)
@@ -748,15 +783,25 @@ class _GroupRun:
         self.save_progress()
 
     def minor_read(self) -> None:
+        checking = {key for check in self.checks for key in check.keys}
         self.pending = [t for t in self.tasks if t.partition not in self.settled]
         if self.group_commit:
             # The group conversion is only the second half of a selective task: a partition whose file rewrite did
             # not run as a group (it conflicted again, or was alone of its kind) does both halves on its own
             # (run_task), or its fragments and delete-heavy files would stay while it is reported compacted.
-            self.pending = [t for t in self.pending if not is_selective(t) or t.partition in self.rewrites]
+            # A rewrite still being checked counts as done here; one whose check fails is dropped below.
+            self.pending = [t for t in self.pending
+                            if not is_selective(t) or t.partition in self.rewrites or t.partition in checking]
         self.prepared = _prepare_minor_group(self.spark, self.plan, self.pending, self.progress)
+        if checking:
+            self.await_checks()
+            # A failed check undid the rewrite (and settled the partition failed): its read is of undone files.
+            self.pending = [t for t in self.pending if t.partition not in self.settled]
+            self.prepared = {k: v for k, v in self.prepared.items() if k not in self.settled}
+            self.report()
 
     def minor_commit(self) -> None:
+        self.await_checks()
         for group_round in range(MINOR_GROUP_ROUNDS_DEFAULT):
             done, seen = _run_minor_group(self.spark, self.plan, self.pending, level=self.level,
                                           progress=self.progress, group=self.group, prepared=self.prepared)
@@ -787,6 +832,7 @@ class _GroupRun:
             self.pending = left
 
     def each_partition(self) -> None:
+        self.await_checks()
         for task in self.tasks:
             if task.partition in self.settled:
                 self.reported.append(self.settled[task.partition])
@@ -825,6 +871,8 @@ def _run_tasks(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *,
         for stage in group_stages(tasks, group_commit=group_commit):
             _STAGE_STEPS[stage](run)
     finally:
+        # A check still running reads through the group's shared state: it ends before that is closed.
+        concurrent.futures.wait([check.results for check in run.checks])
         if run.group is not None:
             run.group.close()
     return run.reported
