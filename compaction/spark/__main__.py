@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as _dt
 import json
 import os
 import sys
@@ -26,6 +27,13 @@ from compaction.core.plan import CompactionPlan
 from compaction.core.run_options import MAX_RETRIES_DEFAULT, VALIDATION_DEFAULT, VALIDATION_LEVELS
 from compaction.ledger.engine import LEDGER_URL_ENV
 from compaction.spark.gate import gated
+
+
+def _timestamped(message: str) -> None:
+    """A resident executor's log line, led by its UTC time (the executor serves for hours; its items' steps are
+    read from the log)."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    print(f"{stamp}Z {message}", file=sys.stderr, flush=True)
 
 
 def _write(path: Path, payload: dict) -> None:  # type: ignore[type-arg]
@@ -147,7 +155,7 @@ def _serve(args: argparse.Namespace) -> int:
         # --py-files zip, from which Alembic cannot migrate.
         with Ledger.open(upgrade=False) as ledger:
             code, reason = serve(spark, ledger, args.executor_id, args.catalog, options=options,
-                                 generation=args.generation, progress=lambda m: print(m, file=sys.stderr, flush=True))
+                                 generation=args.generation, progress=_timestamped)
     except CompactionError as e:
         code, reason = e.exit_code, str(e)
     _write(args.result, {"exit": code, "reason": reason})

@@ -439,11 +439,14 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     what = f"MINOR of {len(active)} partitions"
     outcomes: list[Any] = []
     tag = new_tag()
+    commit_started = time.monotonic()
     try:
         outcomes = commit_changes(spark, table, [c for _, c, _ in active],
                                   _any_of(spark, [c.expression for _, c, _ in active]),
                                   base_id=base_id, plan_id=plan.plan_id, tag=tag, committed=commits,
                                   one_dv_per_puffin_file=plan.policy.one_dv_per_puffin_file)
+        emit(progress, f"icecompact: {what}: delete files written and committed in "
+                        f"{time.monotonic() - commit_started:.1f} s (the commit gate's waits included)")
     except Exception as e:
         err, kind = classify_failure(e, what)
         if not commits and _commit_may_have_landed(spark, table, base_id, tag, [r for _, _, r in active], err,
@@ -474,7 +477,13 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
                       counted=counted[task.partition])
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
 
-    _check_group_commit(spark, table, ref, level, commits, [r for _, _, r in active], what, progress, check, group)
+    def timed_check(fingerprints: FingerprintCache) -> None:
+        check_started = time.monotonic()
+        check(fingerprints)
+        emit(progress, f"icecompact: {what}: validation ({level.value}) in {time.monotonic() - check_started:.1f} s")
+
+    _check_group_commit(spark, table, ref, level, commits, [r for _, _, r in active], what, progress, timed_check,
+                        group)
     _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
     return settled, {}
 
@@ -597,12 +606,14 @@ def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[Compactio
     from compaction.spark.minor import prepare_group
 
     identifier = spark_identifier(plan)
+    started = time.monotonic()
     try:
         table = J.load_table(spark, identifier)
         keyed = [(key, java_partition_expression(spark, table, key)) for key in keys]
         prepared = prepare_group(spark, table, quoted(plan.table), keyed,
                                  rows_predicate(spark, table, plan.table.catalog, set(keys)))
-        emit(progress, f"icecompact: MINOR read {len(prepared)} partitions in one Spark job")
+        emit(progress, f"icecompact: MINOR read {len(prepared)} partitions in one Spark job in "
+                        f"{time.monotonic() - started:.1f} s")
         return prepared
     except Exception as e:  # each partition retries on its own and reports its own error
         emit(progress, f"icecompact: MINOR group read failed, reading per partition: {classify_java_error(e, 'prepare')}")
