@@ -490,6 +490,19 @@ def test_minor_group_keeps_its_read_across_a_writers_deletes_on_its_own_new_file
     assert spark_rows(spark, workload.table) == expected
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
+def _minor_group_of_three(spark, catalog: CatalogConfig, table: str):  # type: ignore[no-untyped-def]
+    """Plan MINOR on ``table`` with its own policy (one group of three partitions) and run the group at ``count``:
+    (partition results, progress lines)."""
+    state = inspect_table(catalog, table)
+    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
+    (group,) = compaction_plan.groups
+    assert len(group.tasks) == 3, group
+    lines: list[str] = []
+    result = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT, progress=lines.append)
+    parts = result.partitions
+    return parts, lines
+
+
 def test_a_group_fragment_merge_refused_by_a_writers_delete_is_planned_again(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:
     """The group's fragment merge (one Iceberg action) is refused because a writer's DELETE added a position delete
@@ -520,13 +533,7 @@ def test_a_group_fragment_merge_refused_by_a_writers_delete_is_planned_again(  #
 
     for module in (job_module, task_module):
         monkeypatch.setattr(module, "rewrite_partition", refused_once)
-    state = inspect_table(sqlite_catalog, "cdc.refused")
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
-    (group,) = compaction_plan.groups
-    assert len(group.tasks) == 3, group
-    lines: list[str] = []
-    result = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT, progress=lines.append)
-    parts = result.partitions
+    parts, lines = _minor_group_of_three(spark, sqlite_catalog, "cdc.refused")
     assert [p.status for p in parts] == [COMMITTED] * 3, [(p.label, p.status, p.error) for p in parts]
     assert calls == ["rewrite", "rewrite"], (calls, lines)  # refused, then once more as a group
     for p in parts:  # every partition's fragments merged, and the refused attempt on its record
@@ -566,13 +573,7 @@ def test_a_group_fragment_merge_whose_check_fails_is_undone_and_gets_no_conversi
 
     monkeypatch.setattr(job_module, "validate", fails_for_the_merge)
     monkeypatch.setattr(job_module, "_prepare_minor_group", counted_prepare)
-    state = inspect_table(sqlite_catalog, "cdc.unchecked")
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties), CompactionMode.MINOR, NOW)
-    (group,) = compaction_plan.groups
-    assert len(group.tasks) == 3, group
-    lines: list[str] = []
-    result = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT, progress=lines.append)
-    parts = result.partitions
+    parts, lines = _minor_group_of_three(spark, sqlite_catalog, "cdc.unchecked")
     assert {p.status for p in parts} == {"rolled_back"}, [(p.label, p.status, p.error) for p in parts]
     assert all(p.error_class == "CommitValidationError" for p in parts), [p.error_class for p in parts]
     assert checked and set(checked) == {"replace"}, checked  # no conversion was committed, so none was checked
