@@ -25,11 +25,12 @@ ROWS_PER_FILE = 6_000
 COPY_SETTINGS = {"row_group_copy_min_row_group_bytes": 1024, "major_full_rewrite": True}
 
 
-def _append_file(spark: Any, ref: str, first_id: int) -> None:
-    """One data file of ROWS_PER_FILE rows (one partition, one Spark task), ids from ``first_id``."""
+def _append_file(spark: Any, ref: str, first_id: int, *extra: str) -> None:
+    """One data file of ROWS_PER_FILE rows (one partition, one Spark task), ids from ``first_id``; ``extra``: more
+    column expressions."""
     (spark.range(first_id, first_id + ROWS_PER_FILE, 1, 1)
      .selectExpr("id", "CAST(id % 97 AS INT) AS bucket", "sha2(CAST(id AS STRING), 256) AS payload",
-                 "DATE'2024-01-01' AS day")
+                 "DATE'2024-01-01' AS day", *extra)
      .writeTo(ref).append())
 
 
@@ -114,6 +115,41 @@ def test_major_copies_clean_files_row_groups_and_decodes_the_rest_in_one_commit(
         assert read.rows == before.rows, (engine, rows_diff(before.rows, read.rows or Counter()))
     if lineage_before is not None:
         assert _lineage(spark, ref) == lineage_before, "a row's id or last-updated sequence number changed"
+
+
+def test_files_of_an_older_schema_are_decoded_and_the_current_schemas_copied(
+        spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
+    """Clean files written before a column was added are decoded (their footer shows another schema: a copied row
+    group would lack the column's id), the clean files of the current schema are copied, and every row is kept."""
+    ref = f"{sqlite_catalog.name}.rg.evolved"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.rg")
+    spark.sql(f"CREATE TABLE {ref} (id BIGINT, bucket INT, payload STRING, day DATE) USING iceberg "
+              f"PARTITIONED BY (day) TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read', "
+              "'write.distribution-mode' = 'none')")
+    for i in range(3):
+        _append_file(spark, ref, i * ROWS_PER_FILE)
+    spark.sql(f"ALTER TABLE {ref} ADD COLUMN note STRING")
+    for i in range(3, 5):
+        _append_file(spark, ref, i * ROWS_PER_FILE, "CAST(id AS STRING) AS note")
+    spark.sql(f"DELETE FROM {ref} WHERE id = 5")  # the first file is decoded from the start
+    before_files = _live_data_files(spark, ref)
+    sizes = [int(r[0]) for r in spark.sql(f"SELECT file_size_in_bytes FROM {ref}.data_files").collect()]
+    spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('write.target-file-size-bytes' = '{16 * max(sizes)}')")
+    catalog = sqlite_catalog.load()
+    before = read_table(catalog.load_table(("rg", "evolved")))
+
+    run = compact_in_process(spark, sqlite_catalog, "rg.evolved", CompactionMode.MAJOR,
+                             level=ValidationLevel.CHECKSUM, overrides=COPY_SETTINGS, now=NOW, clean=True)
+    assert [p.status for p in run.partitions] == ["committed"]
+
+    table = catalog.load_table(("rg", "evolved"))
+    assert table.current_snapshot().summary[ROW_GROUP_COPY_PROPERTY] == "2 files into 1"  # the new schema's files
+    after_files = _live_data_files(spark, ref)
+    assert not set(after_files) & set(before_files)  # every file rewritten: the older ones decoded
+    assert sum(after_files.values()) == sum(before_files.values()) - 1
+    after = read_table(table)
+    assert after.rows == before.rows, rows_diff(before.rows, after.rows)
+    assert spark_rows(spark, ref) == before.rows
 
 
 @pytest.mark.unit
