@@ -313,7 +313,9 @@ def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validate
     rewrites = {sid for p in committed for sid in p.commit_snapshot_ids[:-1]}
     assert table.snapshot_by_id(commit).parent_snapshot_id in {compaction_plan.base_snapshot_id} | rewrites
     for p in committed:
-        assert len(p.validation["checks"]) == len(p.commit_snapshot_ids)
+        # One check per step: a conversion landing right on its fragment merge is checked with it in one step.
+        steps = [c.get("commits", [c["snapshot_id"]]) for c in p.validation["checks"]]
+        assert [sid for step in steps for sid in step] == p.commit_snapshot_ids, (steps, p.commit_snapshot_ids)
         check = p.validation["checks"][-1]
         assert check["ok"] and check["before"] == check["after"] and check["before"]["rows"] > 0
         assert p.after["equality_delete_files"] == 0 < p.before["equality_delete_files"]
@@ -544,10 +546,11 @@ def test_a_group_fragment_merge_refused_by_a_writers_delete_is_planned_again(  #
     assert not any(d.delete_kind == "equality" for d in after.delete_files)
 
 
-def test_a_group_fragment_merge_whose_check_fails_is_undone_and_gets_no_conversion(  # type: ignore[no-untyped-def]
+def test_a_group_fragment_merge_checked_with_its_conversion_is_undone_with_it(  # type: ignore[no-untyped-def]
         spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:
-    """The group's fragment merge is checked while the conversion's positions are read (the two overlap). When that
-    check fails, the merge is undone and no partition of it is converted: the read made meanwhile is dropped."""
+    """The group's fragment merge is not checked on its own: the conversion's positions are read meanwhile, the
+    conversion commits right on top of it, and one check compares each partition's rows after the conversion with
+    its rows before the merge. When that check fails, both commits are undone."""
     from compaction.core.errors import CommitValidationError
     from compaction.spark import job as job_module
 
@@ -556,13 +559,13 @@ def test_a_group_fragment_merge_whose_check_fails_is_undone_and_gets_no_conversi
         use_equality_deletes=True, eq_delete_fraction=0.7))
     head = sqlite_catalog.load().load_table(workload.identifier).current_snapshot().snapshot_id
     real_validate, real_prepare = job_module.validate, job_module._prepare_minor_group
-    checked: list[str] = []
+    checked: list[list[str]] = []
     reads: list[int] = []
 
     def fails_for_the_merge(spark_, table, ref, catalog, key, commit_ids, *args, **kwargs):  # type: ignore[no-untyped-def]
-        operation = str(table.snapshot(int(commit_ids[-1])).operation())
-        checked.append(operation)
-        if operation == "replace":
+        operations = [str(table.snapshot(int(sid)).operation()) for sid in commit_ids]
+        checked.append(operations)
+        if "replace" in operations:
             raise CommitValidationError("injected: the merge's rows differ")
         return real_validate(spark_, table, ref, catalog, key, commit_ids, *args, **kwargs)
 
@@ -576,18 +579,20 @@ def test_a_group_fragment_merge_whose_check_fails_is_undone_and_gets_no_conversi
     parts, lines = _minor_group_of_three(spark, sqlite_catalog, "cdc.unchecked")
     assert {p.status for p in parts} == {"rolled_back"}, [(p.label, p.status, p.error) for p in parts]
     assert all(p.error_class == "CommitValidationError" for p in parts), [p.error_class for p in parts]
-    assert checked and set(checked) == {"replace"}, checked  # no conversion was committed, so none was checked
-    assert reads == [3], (reads, lines)  # the conversion's read ran beside the check, and was dropped
+    # One check of both commits, the merge first: no check of the merge alone.
+    assert checked and checked[0][0] == "replace" and len(checked[0]) == 2, checked
+    assert reads == [3], (reads, lines)  # the conversion's positions were read once, beside the merge's outcome
+    assert all(len(p.commit_snapshot_ids) == 2 for p in parts), [p.commit_snapshot_ids for p in parts]
     table = sqlite_catalog.load().load_table(workload.identifier)
     assert table.current_snapshot().snapshot_id == head
     assert read_table(table).rows == workload.expected_rows
 
 
 def test_a_job_group_reads_no_snapshots_rows_twice(spark, sqlite_catalog: CatalogConfig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A MINOR group merges fragments (one commit, checked), then converts deletes (one commit, checked against its
-    parent: the merge's commit). The merge's check already read that snapshot's rows of each partition: the
-    conversion's check takes them from there instead of reading them again (a second pass over the key columns,
-    ~1.2 s of a MINOR at bench/scale.py's l), and its own commit's rows come from metadata."""
+    """A MINOR group merges fragments (one commit), then converts deletes (one commit, right on top of it). Both are
+    checked in one step: each partition's rows after the conversion (from metadata) against its rows before the
+    merge. The rows at the merge's commit are never read (a pass over the key columns with every equality delete
+    applied: seconds of each health-triggered run), and no snapshot's rows are read twice."""
     from compaction.spark import job as job_module
 
     workload = generate(spark, sqlite_catalog, "cdc.once", WorkloadSpec(
@@ -613,12 +618,18 @@ def test_a_job_group_reads_no_snapshots_rows_twice(spark, sqlite_catalog: Catalo
     parts = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT).partitions
     assert len(parts) >= 2 and {p.status for p in parts} == {COMMITTED}, [(p.label, p.status, p.error) for p in parts]
     merged = [p for p in parts if p.rewritten_data_files]
-    assert len(merged) >= 2 and all(len(p.validation["checks"]) == 2 for p in merged), [p.validation for p in parts]
+    assert len(merged) >= 2 and all(len(p.validation["checks"]) == 1 for p in merged), [p.validation for p in parts]
+    table = sqlite_catalog.load().load_table(workload.identifier)
+    merges = set()
     for p in merged:
-        merge_check, conversion_check = p.validation["checks"]
-        assert conversion_check["parent_id"] == merge_check["snapshot_id"]
-        assert conversion_check["before"] == merge_check["after"] and conversion_check["ok"]
-    assert reads and len(reads) == len(set(reads)), sorted(reads)
+        (check,) = p.validation["checks"]
+        merge, conversion = p.commit_snapshot_ids
+        merges.add(merge)
+        assert check["commits"] == [merge, conversion] and check["snapshot_id"] == conversion
+        assert check["parent_id"] == table.snapshot_by_id(merge).parent_snapshot_id and check["ok"]
+        assert check["before"]["rows"] == check["after"]["rows"] > 0
+    assert not merges & {sid for sid, _ in reads}, (merges, sorted(reads))
+    assert len(reads) == len(set(reads)), sorted(reads)
     assert read_table(sqlite_catalog.load().load_table(workload.identifier)).rows == workload.expected_rows
 
 
@@ -663,12 +674,13 @@ def test_a_group_reads_its_commits_parents_in_one_job_when_a_writer_touched_ever
     assert len(parts) >= 2 and {p.status for p in parts} == {COMMITTED}, [(p.label, p.status, p.error) for p in parts]
     merged = [p for p in parts if p.rewritten_data_files]
     assert len(merged) >= 2, [p.validation for p in parts]
-    merge_commit = {int(p.validation["checks"][0]["snapshot_id"]) for p in merged}
+    merge_commit = {int(p.commit_snapshot_ids[0]) for p in merged}
     (writer,) = {int(p.validation["checks"][0]["parent_id"]) for p in merged}
     assert len(merge_commit) == 1 and all(p.validation["result"] == "passed" for p in parts)
-    # The writer's snapshot read once for all partitions, in the job that reads the merge commit's own rows.
+    # The writer's snapshot read once for all partitions, in one job; the merge commit's rows are not read (the
+    # conversion right on top of it is checked with it, its own rows from metadata).
     (job,) = [j for j in jobs if writer in j]
-    assert job.count(writer) == len(merged) and merge_commit <= set(job), jobs
+    assert job.count(writer) == len(merged) and not merge_commit & {sid for j in jobs for sid in j}, jobs
     table = sqlite_catalog.load().load_table(workload.identifier)
     assert read_table(table).rows == read_table(table, writer).rows
 

@@ -217,7 +217,7 @@ def validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, comm
               level: ValidationLevel, base_sequence_number: int | None, expression: Any,
               result: PartitionResult, after_files: Any = None,
               fingerprints: FingerprintCache | None = None, group: GroupRows | None = None,
-              own_rows: bool = False, counted: Mapping[int, int] | None = None) -> None:
+              own_rows: bool = False, counted: Mapping[int, int] | None = None, collapse: bool = False) -> None:
     """Layer (c): rows equal in every compaction snapshot and its parent; no pre-existing delete still applies.
 
     ``after_files``: the partition's files at ``commits[-1]`` scanned with applied deletes, when the caller has
@@ -228,7 +228,10 @@ def validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, comm
     when that is provably the same test, only stricter: the table has a single partition spec, so a rewrite writes
     every row back into the partition it came from and no other partition holds or deletes rows of ``key``.
     ``counted``: ``key``'s live rows at some of ``commits``, exact from metadata (:func:`counted_from_metadata`),
-    taken as the commit's side at ``count`` instead of a read, where the commit touched ``key`` alone."""
+    taken as the commit's side at ``count`` instead of a read, where the commit touched ``key`` alone.
+    ``collapse``: commits of ours directly on top of each other (no other commit between them) are compared as one
+    step, the last one's rows against the first one's parent (:func:`own_steps`): a fragment merge and the
+    conversion committed right after it are checked once, without reading the rows in between."""
     checks: list[dict[str, Any]] = []
     exact = counted if level is ValidationLevel.COUNT and counted else {}
     from_metadata: set[int] = set()
@@ -241,17 +244,18 @@ def validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, comm
     # A commit that only removes delete files (our dangling-delete cleanup) can change no value and lose no row:
     # removing a delete can only make rows live again, which raises the count. Count proves it, from metadata when
     # no delete is left, instead of a checksum pass over every column (bench/scale.py: one of ~5 full reads).
-    by_count = {sid for sid in commits if compared_by_count(table, sid, level)}
+    steps = own_steps(table, commits, collapse)
+    runs = {sid: run for sid, _, run in steps}
+    by_count = {sid for sid, _, run in steps if all(compared_by_count(table, s, level) for s in run)}
     count_cache = fingerprint_cache(spark, ref, ValidationLevel.COUNT) if by_count else None
-    for sid in commits:
-        parent = int(table.snapshot(int(sid)).parentId())
+    for sid, parent, run in steps:
         if level is ValidationLevel.NONE:
             pairs.append((sid, parent, None, None, None))  # nothing is compared: touched partitions not needed
             continue
         # The rows that can have moved: every partition whose files the commit added or removed. A rewrite
         # filtered on one partition may also select files of other specs (Iceberg projects the filter onto
         # every spec) and write their rows into other partitions of the current spec.
-        keys = _touched(spark, table, sid, group)
+        keys = frozenset().union(*(_touched(spark, table, s, group) for s in run))
         if own_rows and key in keys and single_spec(table):
             keys = frozenset({key})
         if int(sid) in exact and keys == frozenset({key}):
@@ -283,6 +287,7 @@ def validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, comm
         checks.append({"snapshot_id": sid, "parent_id": int(parent), "before": before and before.to_dict(),
                        "after": after and after.to_dict(), "ok": ok,
                        **({"compared": "rows (it only removed delete files)"} if sid in by_count else {}),
+                       **({"commits": list(runs[sid])} if len(runs[sid]) > 1 else {}),
                        **({"after_from": "metadata (exact: record counts less DV / own position-delete counts)"}
                           if int(sid) in from_metadata else {})})
         if not ok:
@@ -309,6 +314,22 @@ def validate(spark: Any, table: Any, ref: str, catalog_name: str, key: Any, comm
             )
     result.validation = {"level": level.value, "result": "passed" if level is not ValidationLevel.NONE else "skipped",
                          "checks": checks}
+
+
+def own_steps(table: Any, commits: list[int], collapse: bool) -> list[tuple[int, int, tuple[int, ...]]]:
+    """The steps :func:`validate` compares: (last commit, the parent of the step's first commit, the step's commits).
+    One step per commit; with ``collapse``, a commit whose parent is the commit before it in ``commits`` joins that
+    commit's step (nothing but our own commits happened in between, so the rows after the last one must equal the
+    rows before the first one)."""
+    steps: list[tuple[int, int, tuple[int, ...]]] = []
+    for sid in commits:
+        parent = int(table.snapshot(int(sid)).parentId())
+        if collapse and steps and steps[-1][0] == parent:
+            _, first_parent, run = steps[-1]
+            steps[-1] = (int(sid), first_parent, (*run, int(sid)))
+        else:
+            steps.append((int(sid), parent, (int(sid),)))
+    return steps
 
 
 def counted_from_metadata(spark: Any, table: Any, expressions: Mapping[Any, Any], commits: list[int],
@@ -414,24 +435,25 @@ def fingerprint_cache(spark: Any, ref: str, level: ValidationLevel,
 
 def read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: ValidationLevel,
                    fingerprints: FingerprintCache, commits: list[int], keys: list[Any],
-                   counted: Mapping[Any, Mapping[int, int]] | None = None, group: GroupRows | None = None) -> None:
+                   counted: Mapping[Any, Mapping[int, int]] | None = None, group: GroupRows | None = None,
+                   collapse: bool = False) -> None:
     """Each partition's rows at each commit of a group and at the commit's parent (compared one partition at a
     time, see validate's ``own_rows``), all in one Spark job: none at a commit where ``counted`` (key -> commit ->
     rows) has them from metadata, none at a parent whose rows ``group``'s base read gives (:meth:`GroupRows.base`).
     Read by :func:`validate` one partition at a time instead, the parents cost a Spark job each whenever a writer
-    committed to the group's partitions since its base (a streaming table: every run)."""
+    committed to the group's partitions since its base (a streaming table: every run). ``collapse``: as for
+    :func:`validate` (a step of several commits of ours: its last commit and its first one's parent)."""
     if not commits or level is ValidationLevel.NONE or not single_spec(table):
         return
+    steps = own_steps(table, commits, collapse)
     # Not a commit that only removes delete files at checksum: validate compares its rows by count.
-    read = {int(sid) for sid in commits if not compared_by_count(table, sid, level)}
+    read = {sid for sid, _, run in steps if not all(compared_by_count(table, s, level) for s in run)}
     known = counted or {}
     predicates = {k: rows_predicate(spark, table, plan.table.catalog, {k}) for k in keys}
     requests = []
-    for sid in commits:
-        snapshot = table.snapshot(int(sid))
-        parent = snapshot.parentId() if snapshot is not None else None
+    for sid, parent, run in steps:
         # validate compares a partition's own rows only where the commit touched it (otherwise every touched one).
-        touched = _touched(spark, table, int(sid), group)
+        touched = frozenset().union(*(_touched(spark, table, s, group) for s in run))
         for k, predicate in predicates.items():
             if int(sid) in read and int(sid) not in known.get(k, {}):
                 requests.append((int(sid), frozenset({k}), predicate))

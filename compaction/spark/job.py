@@ -160,13 +160,23 @@ class _BeforeFromCommit:
             return None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _PendingCheck:
-    """The post-commit check of a group rewrite running in the background: the partitions it settles, and their
-    results once it is done (validated, or undone with the error)."""
+    """A committed group file rewrite (a selective task's first half) whose check is not done yet: its outcome (the
+    partitions' files before and after) is settled in the background (``results``: committed / no-op results, or
+    the partitions failed and the commit undone), and the comparison of its rows is left for later: run on its own
+    (``compare_rows``: records each result's validation and status, undoes ``commits`` on a failure), or as one step
+    with the conversion committed right on top of it (:func:`_run_minor_group`, which sets ``absorbed``)."""
 
     keys: frozenset[Any]
     results: concurrent.futures.Future[dict[Any, PartitionResult]]
+    commits: list[int]
+    compare_rows: Callable[[], None]
+    absorbed: bool = False
+
+    def committed_results(self) -> dict[Any, PartitionResult]:
+        """The results whose outcome settled as committed or no-op (an undone rewrite has none)."""
+        return {k: r for k, r in self.results.result().items() if r.status in (COMMITTED, NO_OP)}
 
 
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
@@ -190,9 +200,10 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     applies), validated the same way. A partition whose result here is committed or no_op still has its
     conversion to run (run_group).
 
-    ``later``: once committed, the check runs in the background and is appended there; the partitions it settles
-    are left out of the returned results (the caller reads the conversion's positions meanwhile and waits for the
-    check before anything else commits or reports them)."""
+    ``later``: once committed, the outcome is settled in the background and the comparison of the rows left for
+    later (:class:`_PendingCheck`, appended there); the partitions it settles are left out of the returned results
+    (the caller reads the conversion's positions meanwhile, and checks the rewrite together with the conversion
+    committed on top of it, or on its own before anything else commits or reports them)."""
     settled: dict[Any, PartitionResult] = {}
     if selective is None:
         majors = [t for t in tasks if t.kind is CompactionKind.MAJOR and t.full_rewrite]
@@ -317,44 +328,60 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         emit(progress, f"icecompact: group action failed, nothing committed: {err}")
         return settled, _group_conflicts(err, kind, [t.partition for t, _, _, _ in active])
 
-    def settle(fingerprints: FingerprintCache) -> None:
+    after_of: dict[Any, Any] = {}
+
+    def settle_outcome() -> None:
         nonlocal active
         table.refresh()
         last = commits[-1] if commits else base_id
         # The partitions' files at the commit, side by side, while the group's rows are read.
         after_scans = scans_at(spark, table, last, [(t.partition, e) for t, e, _, _ in active])
         active = with_base_files(after_scans)  # a failure here is handled as any failure of the checks after commit
-        read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active],
-                      group=group)
         keys = PartitionKeys(spark)
-        for task, part_expression, before, result in active:
-            after = after_scans[task.partition].result()
+        for task, _, before, result in active:
+            after_of[task.partition] = after = after_scans[task.partition].result()
             own = None if single_spec(table) else functools.partial(_is_own, keys, table, task.partition)
             _group_outcome(result, before, after, commits, own_counts(spark, table, after, task.partition, keys), own)
-            validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
-                      base_seq if selective is None else None, part_expression, result, after_files=after,
-                      fingerprints=fingerprints, group=group, own_rows=True)
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
 
-    def timed_settle(fingerprints: FingerprintCache) -> None:
-        settle_started = time.monotonic()
-        settle(fingerprints)
-        emit(progress, f"icecompact: {what} {len(active)} partitions: "
-                        f"validation ({level.value}) in "
-                        f"{time.monotonic() - settle_started:.1f} s")
+    def compare_rows(fingerprints: FingerprintCache) -> None:
+        read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _, _ in active],
+                      group=group)
+        for task, part_expression, _, result in active:
+            validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
+                      base_seq if selective is None else None, part_expression, result,
+                      after_files=after_of[task.partition], fingerprints=fingerprints, group=group, own_rows=True)
+            result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
 
-    def checked() -> dict[Any, PartitionResult]:
+    def timed(step: Callable[[FingerprintCache], None]) -> Callable[[FingerprintCache], None]:
+        def run(fingerprints: FingerprintCache) -> None:
+            step_started = time.monotonic()
+            step(fingerprints)
+            emit(progress, f"icecompact: {what} {len(active)} partitions: "
+                            f"validation ({level.value}) in {time.monotonic() - step_started:.1f} s")
+        return run
+
+    def checked(step: Callable[[FingerprintCache], None]) -> dict[Any, PartitionResult]:
         _check_group_commit(spark, table, ref, level, commits, [r for _, _, _, r in active],
-                            f"MAJOR of {len(active)} partitions", progress, timed_settle, group)
+                            f"MAJOR of {len(active)} partitions", progress, step, group)
         done: dict[Any, PartitionResult] = {}
         _settle_group(done, [(t.partition, r) for t, _, _, r in active], started)
         return done
 
+    def settle_all(fingerprints: FingerprintCache) -> None:
+        settle_outcome()
+        compare_rows(fingerprints)
+
+    def compare_rows_alone() -> None:
+        checked(timed(compare_rows))
+
     if later is None:
-        settled.update(checked())
+        settled.update(checked(timed(settle_all)))
     else:
-        later.append(_PendingCheck(frozenset(t.partition for t, _, _, _ in active),
-                                   J.in_background(spark, checked, name="icecompact-group-check")))
+        later.append(_PendingCheck(
+            frozenset(t.partition for t, _, _, _ in active),
+            J.in_background(spark, checked, lambda _fingerprints: settle_outcome(), name="icecompact-group-check"),
+            list(commits), compare_rows_alone))
     return settled, {}
 
 
@@ -382,13 +409,21 @@ def _group_conflicts(err: CompactionError, kind: FailureKind, keys: list[Any]) -
 
 def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
                      progress: Callable[[str], None] | None, group: GroupRows | None,
-                     prepared: dict[Any, Any]) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
+                     prepared: dict[Any, Any], rewrites: list[_PendingCheck] | None = None,
+                     check_alone: Callable[[_PendingCheck], None] | None = None,
+                     ) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
     """The group's MINOR partitions, whose positions :func:`_prepare_minor_group` read in one Spark job, committed
     in one RowDelta (:func:`compaction.spark.minor.commit_changes`), then validated partition by partition as after
     a per-partition MINOR, every partition's rows at the commit read in one Spark job. Same contract as
     :func:`_run_major_group`: partitions left out of the results (the commit failed before landing, their prepared
     positions are stale, fewer than two left) run one by one through :func:`run_task`; once committed, any failure
-    undoes the commit for every partition of the group."""
+    undoes the commit for every partition of the group.
+
+    ``rewrites``: the group's file rewrites whose rows are not compared yet. One whose committed partitions all get
+    this conversion is checked with it (``absorbed``): where the conversion lands right on top of the rewrite,
+    each partition's rows after the conversion are compared with its rows before the rewrite, in one step
+    (validate's ``collapse``), and a failure undoes both. Any other is checked on its own first (``check_alone``):
+    nothing commits on top of a rewrite that might be undone."""
     from compaction.spark.minor import PartitionChange, commit_changes
 
     settled: dict[Any, PartitionResult] = {}
@@ -432,6 +467,23 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         return {}, {}
     if len(active) < 2:
         return {k: r for k, r in settled.items() if r.status == SKIPPED}, {}
+    joined: list[_PendingCheck] = []
+    try:
+        active_keys = {t.partition for t, _, _ in active}
+        for pending_check in list(rewrites or ()):
+            rewritten = {k for k, r in pending_check.committed_results().items() if r.commit_snapshot_ids}
+            if single_spec(table) and rewritten <= active_keys:
+                joined.append(pending_check)
+            elif check_alone is not None:
+                check_alone(pending_check)
+                # Undone: the partitions' reads are of undone files (they are settled by the check).
+                undone = {k for k, r in pending_check.results.result().items() if r.status not in (COMMITTED, NO_OP)}
+                active = [a for a in active if a[0].partition not in undone]
+    except Exception as e:  # the rewrites are checked on their own later; each partition runs on its own
+        emit(progress, f"icecompact: MINOR group setup failed, running per partition: {classify_java_error(e, 'setup')}")
+        return {}, {}
+    if len(active) < 2:
+        return {k: r for k, r in settled.items() if r.status == SKIPPED}, {}
     emit(progress, f"icecompact: MINOR {len(active)} partitions in one commit: "
                     f"{sum(len(c.work.equality) for _, c, _ in active)} equality / "
                     f"{sum(len(c.work.positional) for _, c, _ in active)} position delete files to replace")
@@ -462,28 +514,46 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
         _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
         return settled, {}
 
+    rewrite_of = {k: r for c in joined for k, r in c.committed_results().items()}
+    rewrite_commits = sorted({int(sid) for c in joined for sid in c.commits},
+                             key=lambda sid: int(table.snapshot(sid).sequenceNumber()))
+
     def check(fingerprints: FingerprintCache) -> None:
         counted = counted_from_metadata(spark, table, {t.partition: c.expression for t, c, _ in active}, commits,
                                          level)
-        read_own_rows(spark, table, plan, level, fingerprints, commits, [t.partition for t, _, _ in active],
-                       counted, group=group)
+        read_own_rows(spark, table, plan, level, fingerprints, rewrite_commits + commits,
+                       [t.partition for t, _, _ in active], counted, group=group, collapse=True)
         for (task, change, result), outcome in zip(active, outcomes):
             take_outcome(result, [], outcome)
             if not single_spec(table) and result.commit_snapshot_ids:  # its own files only (see own_counts)
                 result.after = own_counts_at(spark, table, change.expression, task.partition,
                                               int(result.commit_snapshot_ids[-1]))
-            validate(spark, table, ref, plan.table.catalog, task.partition, result.commit_snapshot_ids, level,
+            rewrite = rewrite_of.get(task.partition)
+            steps = (list(rewrite.commit_snapshot_ids) if rewrite is not None else []) + list(
+                result.commit_snapshot_ids)
+            validate(spark, table, ref, plan.table.catalog, task.partition, steps, level,
                       None, change.expression, result, fingerprints=fingerprints, group=group, own_rows=True,
-                      counted=counted[task.partition])
+                      counted=counted[task.partition], collapse=True)
             result.status = COMMITTED if result.commit_snapshot_ids else NO_OP
+        for rewrite in rewrite_of.values():
+            rewrite.validation = {"level": level.value,
+                                  "result": "skipped" if level is ValidationLevel.NONE else "passed",
+                                  "checks": [], "checked_with": "the conversion committed on top of it"}
+
+    with_rewrites = f"{what} (with its file rewrite)" if joined else what
 
     def timed_check(fingerprints: FingerprintCache) -> None:
         check_started = time.monotonic()
         check(fingerprints)
-        emit(progress, f"icecompact: {what}: validation ({level.value}) in {time.monotonic() - check_started:.1f} s")
+        emit(progress, f"icecompact: {with_rewrites}: validation ({level.value}) in "
+                        f"{time.monotonic() - check_started:.1f} s")
 
-    _check_group_commit(spark, table, ref, level, commits, [r for _, _, r in active], what, progress, timed_check,
-                        group)
+    for pending_check in joined:
+        pending_check.absorbed = True
+    # A failure undoes the rewrites too: the results of their partitions (all in this commit) share it.
+    _check_group_commit(spark, table, ref, level, rewrite_commits + commits,
+                        [r for _, _, r in active] + [r for r in rewrite_of.values() if r.commit_snapshot_ids],
+                        with_rewrites, progress, timed_check, group)
     _settle_group(settled, [(t.partition, r) for t, _, r in active], started)
     return settled, {}
 
@@ -735,15 +805,38 @@ class _GroupRun:
     pending: list[CompactionTask] = dataclasses.field(default_factory=list)
     prepared: dict[Any, Any] = dataclasses.field(default_factory=dict)
     announced: set[Any] = dataclasses.field(default_factory=set)
-    #: Checks of committed file rewrites still running (their partitions are in neither ``rewrites`` nor ``settled``).
+    #: Committed file rewrites whose check is not done (their partitions are in neither ``rewrites`` nor ``settled``).
     checks: list[_PendingCheck] = dataclasses.field(default_factory=list)
 
+    def await_outcomes(self) -> None:
+        """Wait for the file rewrites' outcomes; the partitions of a rewrite undone meanwhile are settled."""
+        for check in list(self.checks):
+            if not check.committed_results():
+                self.checks.remove(check)
+                self._file(check)
+
+    def _file(self, check: _PendingCheck) -> None:
+        for key, part in check.results.result().items():
+            (self.rewrites if part.status in (COMMITTED, NO_OP) else self.settled)[key] = part
+
+    def check_alone(self, check: _PendingCheck) -> None:
+        """Compare the rows of ``check``'s rewrite on their own (undone on a failure); file its partitions."""
+        self.checks.remove(check)
+        if check.committed_results():
+            check.compare_rows()
+        self._file(check)
+
     def await_checks(self) -> None:
-        """Wait for the file rewrites' checks; file their partitions as after a check in line."""
+        """Finish every file rewrite check, each on its own; file their partitions as after a check in line."""
+        self.await_outcomes()
         while self.checks:
-            check = self.checks.pop(0)
-            for key, part in check.results.result().items():
-                (self.rewrites if part.status in (COMMITTED, NO_OP) else self.settled)[key] = part
+            self.check_alone(self.checks[0])
+
+    def file_absorbed(self) -> None:
+        """File the partitions of the rewrites checked together with the conversion committed on top of them."""
+        for check in [c for c in self.checks if c.absorbed]:
+            self.checks.remove(check)
+            self._file(check)
 
     def save_progress(self) -> None:
         if self.checkpoint is None:
@@ -775,9 +868,10 @@ class _GroupRun:
         # Not the tasks the full rewrite settled (an unpartitioned spec's full MAJOR covers every MAJOR).
         candidates = [t for t in self.tasks if t.partition not in self.settled]
         for _ in range(GROUP_REWRITE_ROUNDS_DEFAULT):
-            # One check at a time (they share the group's rows): the one before ends before this rewrite starts.
-            self.await_checks()
-            # Checked in the background: the conversion's read (minor_read) runs while the check does.
+            # The outcome of the rewrite before is settled before this one starts; the rows of both are compared
+            # later (with the conversion committed on top of them, or each on its own).
+            self.await_outcomes()
+            # The outcome is settled in the background: the conversion's read (minor_read) runs meanwhile.
             done, seen = _run_major_group(self.spark, self.plan, candidates, level=self.level, progress=self.progress,
                                           group=self.group, selective=kind, later=self.checks)
             for key, part in done.items():
@@ -805,17 +899,19 @@ class _GroupRun:
                             if not is_selective(t) or t.partition in self.rewrites or t.partition in checking]
         self.prepared = _prepare_minor_group(self.spark, self.plan, self.pending, self.progress)
         if checking:
-            self.await_checks()
-            # A failed check undid the rewrite (and settled the partition failed): its read is of undone files.
+            self.await_outcomes()
+            # A failed outcome undid the rewrite (and settled the partition failed): its read is of undone files.
             self.pending = [t for t in self.pending if t.partition not in self.settled]
             self.prepared = {k: v for k, v in self.prepared.items() if k not in self.settled}
             self.report()
 
     def minor_commit(self) -> None:
-        self.await_checks()
+        self.await_outcomes()
         for group_round in range(MINOR_GROUP_ROUNDS_DEFAULT):
             done, seen = _run_minor_group(self.spark, self.plan, self.pending, level=self.level,
-                                          progress=self.progress, group=self.group, prepared=self.prepared)
+                                          progress=self.progress, group=self.group, prepared=self.prepared,
+                                          rewrites=self.checks, check_alone=self.check_alone)
+            self.file_absorbed()
             for key, part in done.items():
                 if key in self.conflicts:  # the group commit of the round before conflicted: this is its retry
                     part.conflicts = self.conflicts[key] + part.conflicts
