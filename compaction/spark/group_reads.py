@@ -433,6 +433,23 @@ def fingerprint_cache(spark: Any, ref: str, level: ValidationLevel,
     return FingerprintCache(one, many, known=shared)
 
 
+def read_rows_before(spark: Any, table: Any, catalog_name: str, fingerprints: FingerprintCache, commit_id: int,
+                     keys: list[Any], group: GroupRows | None) -> None:
+    """Each of ``keys``' own rows at the parent of our commit ``commit_id``, in one Spark job (none that ``group``'s
+    base read gives): the side before a selective rewrite that the check of the conversion committed on top of it
+    compares (validate's ``collapse``), read while the conversion's positions are. Only on a single-spec table,
+    where a partition's own rows are what validate compares."""
+    if not keys or not single_spec(table):
+        return
+    snapshot = table.snapshot(int(commit_id))
+    parent = snapshot.parentId() if snapshot is not None else None
+    if parent is None:
+        return
+    fingerprints.get_many([
+        (int(parent), frozenset({k}), rows_predicate(spark, table, catalog_name, {k})) for k in keys
+        if group is None or group.base(table, int(parent), frozenset({k})) is None])
+
+
 def read_own_rows(spark: Any, table: Any, plan: CompactionPlan, level: ValidationLevel,
                    fingerprints: FingerprintCache, commits: list[int], keys: list[Any],
                    counted: Mapping[Any, Mapping[int, int]] | None = None, group: GroupRows | None = None,

@@ -45,6 +45,7 @@ from compaction.spark.group_reads import (
     own_counts_at,
     fingerprint_cache,
     read_own_rows,
+    read_rows_before,
 )
 from compaction.spark.major import (
     find_tagged_snapshot,
@@ -375,12 +376,29 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     def compare_rows_alone() -> None:
         checked(timed(compare_rows))
 
+    def settle_outcome_and_read_before(fingerprints: FingerprintCache) -> None:
+        settle_outcome()
+        if group is None or level is ValidationLevel.NONE or not commits:
+            return  # nothing shares what would be read here
+        rewritten = [t.partition for t, _, _, r in active if r.commit_snapshot_ids]
+        try:
+            # The rows before the rewrite, into the group's shared values: the later check (with the conversion,
+            # or on its own) compares them, and reads them here, beside the conversion's positions.
+            read_rows_before(spark, table, plan.table.catalog, fingerprints, commits[0], rewritten, group)
+            table.refresh()
+            if int(table.currentSnapshot().snapshotId()) != int(commits[-1]):
+                # A writer committed on top of the rewrite already: the conversion cannot land right on it, so the
+                # rewrite's own rows are compared too (validate, step by step); read them here as well.
+                read_own_rows(spark, table, plan, level, fingerprints, list(commits), rewritten, group=group)
+        except Exception:  # noqa: BLE001 - read again by that check, where a failure counts
+            pass
+
     if later is None:
         settled.update(checked(timed(settle_all)))
     else:
         later.append(_PendingCheck(
             frozenset(t.partition for t, _, _, _ in active),
-            J.in_background(spark, checked, lambda _fingerprints: settle_outcome(), name="icecompact-group-check"),
+            J.in_background(spark, checked, settle_outcome_and_read_before, name="icecompact-group-check"),
             list(commits), compare_rows_alone))
     return settled, {}
 
