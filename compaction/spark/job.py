@@ -930,6 +930,11 @@ class _GroupRun:
                                           progress=self.progress, group=self.group, prepared=self.prepared,
                                           rewrites=self.checks, check_alone=self.check_alone)
             self.file_absorbed()
+            # A partition settled here without the conversion committing on its rewrite (nothing left to convert,
+            # or too few partitions to commit as a group): its rewrite is checked on its own now, so that its
+            # result is combined with the rewrite's (nothing of ours committed on top of that rewrite).
+            for check in [c for c in self.checks if c.keys & done.keys()]:
+                self.check_alone(check)
             for key, part in done.items():
                 if key in self.conflicts:  # the group commit of the round before conflicted: this is its retry
                     part.conflicts = self.conflicts[key] + part.conflicts
