@@ -495,7 +495,7 @@ def _run_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             elif check_alone is not None:
                 check_alone(pending_check)
                 # Undone: the partitions' reads are of undone files (they are settled by the check).
-                undone = {k for k, r in pending_check.results.result().items() if r.status not in (COMMITTED, NO_OP)}
+                undone = set(pending_check.results.result()) - set(pending_check.committed_results())
                 active = [a for a in active if a[0].partition not in undone]
     except Exception as e:  # the rewrites are checked on their own later; each partition runs on its own
         emit(progress, f"icecompact: MINOR group setup failed, running per partition: {classify_java_error(e, 'setup')}")
