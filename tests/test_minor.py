@@ -389,8 +389,8 @@ def _minor_group_with_a_writer_after_the_read(spark, catalog: CatalogConfig, tab
     original = job_module._prepare_minor_group
     reads: list[int] = []
 
-    def racing_prepare(spark_, plan_, tasks, progress, **kwargs):  # type: ignore[no-untyped-def]
-        prepared = original(spark_, plan_, tasks, progress, **kwargs)
+    def racing_prepare(spark_, plan_, tasks, progress):  # type: ignore[no-untyped-def]
+        prepared = original(spark_, plan_, tasks, progress)
         reads.append(len(prepared))
         if len(reads) == 1:
             writer()
@@ -631,63 +631,6 @@ def test_a_job_group_reads_no_snapshots_rows_twice(spark, sqlite_catalog: Catalo
     assert not merges & {sid for sid, _ in reads}, (merges, sorted(reads))
     assert len(reads) == len(set(reads)), sorted(reads)
     assert read_table(sqlite_catalog.load().load_table(workload.identifier)).rows == workload.expected_rows
-
-
-@pytest.mark.parametrize("format_version,granularity", [(2, "file"), (2, "partition"), (3, "file")])
-def test_a_group_conversion_reads_its_positions_beside_the_fragment_merge(  # type: ignore[no-untyped-def]
-        spark, sqlite_catalog: CatalogConfig, monkeypatch, format_version: int, granularity: str) -> None:
-    """The conversion's positions are read at the fragment merge's base while the merge writes its files, on the
-    files the merge leaves: the fragments it replaces (and, on v3, their DVs, which its commit removes) are left out,
-    their file-scoped position deletes then name no live file and are removed by the conversion. The conversion
-    commits right on the merge with no second read. Rows: exactly the writer's; no equality delete left, at most one
-    position delete / DV per data file, none naming a data file that is gone."""
-    from compaction.spark import job as job_module
-
-    name = f"cdc.early_{format_version}_{granularity}"
-    workload = generate(spark, sqlite_catalog, name, WorkloadSpec(
-        seed=46, format_version=format_version, partitioning="days_ts", days_span=3, commits=5, rows_per_commit=40,
-        evolve_spec=False, use_equality_deletes=True, eq_delete_fraction=0.5, delete_granularity=granularity))
-    before = read_table(sqlite_catalog.load().load_table(workload.identifier))
-    planned: list[frozenset[str]] = []
-    real_start = job_module._EarlyRead.start
-
-    def recorded_start(self, spark_, plan_, progress, base_id, replaced):  # type: ignore[no-untyped-def]
-        planned.append(replaced)
-        return real_start(self, spark_, plan_, progress, base_id, replaced)
-
-    monkeypatch.setattr(job_module._EarlyRead, "start", recorded_start)
-    state = inspect_table(sqlite_catalog, name)
-    compaction_plan = plan(state, CompactionPolicy.resolve(state.properties, fragment_overrides(state)),
-                           CompactionMode.MINOR, NOW)
-    (group,) = compaction_plan.groups
-    lines: list[str] = []
-    parts = run_group(spark, compaction_plan, group.group_id, level=ValidationLevel.COUNT,
-                      progress=lines.append).partitions
-    assert len(parts) >= 2 and {p.status for p in parts} == {COMMITTED}, [(p.label, p.status, p.error) for p in parts]
-    (replaced,) = planned
-    # The merge replaced fragments that had position deletes / DVs: the read had to leave those out.
-    assert any(d.delete_kind != "equality" for path in replaced for d in before.applicable_deletes.get(path, ())), \
-        "no merged fragment had a position delete: the case is not covered"
-    reads = [line for line in lines if "MINOR read" in line]
-    assert len(reads) == 1 and "beside the file rewrite" in reads[0], lines
-    merged = [p for p in parts if p.rewritten_data_files]
-    assert len(merged) >= 2, [(p.label, p.rewritten_data_files) for p in parts]
-    table = sqlite_catalog.load().load_table(workload.identifier)
-    for p in merged:
-        merge, conversion = p.commit_snapshot_ids
-        assert table.snapshot_by_id(conversion).parent_snapshot_id == merge
-    after = read_table(table)
-    assert after.rows == workload.expected_rows == before.rows, "rows lost or resurrected"
-    assert spark_rows(spark, workload.table) == workload.expected_rows
-    assert_deletes_settled(after, parts)
-    assert not any(d.delete_kind == "equality" for d in after.delete_files)
-    live = {f.path for f in after.data_files}
-    assert not replaced & live
-    named = [d.referenced_data_file for d in after.delete_files if d.referenced_data_file is not None]
-    assert set(named) <= live, set(named) - live
-    applying = {d for deletes in after.applicable_deletes.values() for d in deletes}
-    dangling = [d.path for d in after.delete_files if d.delete_kind != "equality" and d not in applying]
-    assert not dangling, dangling
 
 
 def test_a_group_reads_its_commits_parents_in_one_job_when_a_writer_touched_every_partition(  # type: ignore[no-untyped-def]

@@ -180,39 +180,9 @@ class _PendingCheck:
         return {k: r for k, r in self.results.result().items() if r.status in (COMMITTED, NO_OP)}
 
 
-@dataclasses.dataclass
-class _EarlyRead:
-    """The group conversion's positions of a selective rewrite's partitions, read at the rewrite's base while the
-    rewrite writes its files (:func:`compaction.spark.minor.prepare_group` with the planned files ``replaced``),
-    instead of after its commit. Usable only when the commit replaced exactly the planned files: the work was
-    decided on the files the rewrite leaves."""
-
-    tasks: list[CompactionTask]
-    planned: frozenset[str] = frozenset()
-    read: concurrent.futures.Future[dict[Any, Any]] | None = None
-    committed: frozenset[str] | None = None
-
-    def start(self, spark: Any, plan: CompactionPlan, progress: Callable[[str], None] | None, base_id: int,
-              planned: frozenset[str]) -> None:
-        self.planned = planned
-        self.read = J.in_background(spark, _prepare_minor_group, spark, plan, self.tasks, progress,
-                                    snapshot_id=base_id, replaced=planned, name="icecompact-early-read")
-
-    def prepared(self) -> dict[Any, Any]:
-        """The positions read, or nothing when the rewrite did not commit exactly the planned files (the read is
-        waited for either way: the partitions read again do not compete with it)."""
-        if self.read is None:
-            return {}
-        concurrent.futures.wait([self.read])
-        if self.committed != self.planned or self.read.exception() is not None:
-            return {}
-        return self.read.result()
-
-
 def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask], *, level: ValidationLevel,
                      progress: Callable[[str], None] | None, group: GroupRows | None,
                      selective: str | None = None, later: list[_PendingCheck] | None = None,
-                     early_reads: list[_EarlyRead] | None = None,
                      ) -> tuple[dict[Any, PartitionResult], dict[Any, list[dict[str, Any]]]]:
     """The group's MAJOR partitions in one Iceberg rewrite action over all of them, like the bare CALL: its file
     groups are rewritten concurrently, it commits once, removing the delete files it left dangling in the same commit
@@ -234,10 +204,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     ``later``: once committed, the outcome is settled in the background and the comparison of the rows left for
     later (:class:`_PendingCheck`, appended there); the partitions it settles are left out of the returned results
     (the caller reads the conversion's positions meanwhile, and checks the rewrite together with the conversion
-    committed on top of it, or on its own before anything else commits or reports them).
-
-    ``early_reads`` (a selective rewrite of a single-spec table): gets an :class:`_EarlyRead` of the rewrite's
-    partitions, started as soon as the rewrite has planned its file groups."""
+    committed on top of it, or on its own before anything else commits or reports them)."""
     settled: dict[Any, PartitionResult] = {}
     if selective is None:
         majors = [t for t in tasks if t.kind is CompactionKind.MAJOR and t.full_rewrite]
@@ -335,19 +302,6 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
     tag = new_tag()
     action_started = time.monotonic()
     commits: list[int] = []
-    early: _EarlyRead | None = None
-    if early_reads is not None and selective is not None and single_spec(table):
-        early = _EarlyRead([t for t, _, _, _ in active])
-        early_reads.append(early)
-
-    def on_planned(rewrite_base: int, planned: frozenset[str]) -> None:
-        if early is not None:
-            early.start(spark, plan, progress, rewrite_base, planned)
-
-    def on_committed(replaced: frozenset[str]) -> None:
-        if early is not None:
-            early.committed = replaced
-
     try:
         # A MAJOR removes the delete files its rewrite leaves dangling in the same commit; a selective rewrite leaves
         # them to its conversion step.
@@ -357,9 +311,7 @@ def _run_major_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTas
             selection=None if selective is None else selection_for(plan.policy, selective),
             layout=layout_for(plan.policy, selective or "major"), remove_dangling=selective is None,
             committed=commits,
-            copy=row_group_copy_for(plan.policy, selective or "major"), timed_as=rewrite_kind(selective),
-            on_planned=on_planned if early is not None else None,
-            on_committed=on_committed if early is not None else None)
+            copy=row_group_copy_for(plan.policy, selective or "major"), timed_as=rewrite_kind(selective))
         emit(progress, f"icecompact: {what} {len(active)} partitions: {rewritten} data files rewritten into "
                         f"{added} in {time.monotonic() - action_started:.1f} s")
     except Exception as e:
@@ -733,13 +685,11 @@ def _is_own(keys: PartitionKeys, table: Any, key: PartitionKey, f: Any) -> bool:
 
 
 def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[CompactionTask],
-                         progress: Callable[[str], None] | None, *, snapshot_id: int | None = None,
-                         replaced: frozenset[str] = frozenset(), at_least: int = 2) -> dict[Any, Any]:
-    """The MINOR partitions of a group read their rows in one Spark job (see minor.prepare_group; ``snapshot_id``,
-    ``replaced`` as there). Best effort: if it fails, every partition does its own reading, with the usual error
-    handling. Fewer than ``at_least`` partitions are not read (each runs on its own)."""
+                         progress: Callable[[str], None] | None) -> dict[Any, Any]:
+    """The MINOR partitions of a group read their rows in one Spark job (see minor.prepare_group). Best effort:
+    if it fails, every partition does its own reading, with the usual error handling."""
     keys = [t.partition for t in tasks if is_selective(t) and not t.partition.is_unpartitioned]
-    if len(keys) < max(at_least, 1):
+    if len(keys) < 2:
         return {}
     from compaction.spark.minor import prepare_group
 
@@ -749,11 +699,9 @@ def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[Compactio
         table = J.load_table(spark, identifier)
         keyed = [(key, java_partition_expression(spark, table, key)) for key in keys]
         prepared = prepare_group(spark, table, quoted(plan.table), keyed,
-                                 rows_predicate(spark, table, plan.table.catalog, set(keys)),
-                                 snapshot_id=snapshot_id, replaced=replaced)
+                                 rows_predicate(spark, table, plan.table.catalog, set(keys)))
         emit(progress, f"icecompact: MINOR read {len(prepared)} partitions in one Spark job in "
-                        f"{time.monotonic() - started:.1f} s"
-                        + (" (beside the file rewrite, at its base)" if snapshot_id is not None else ""))
+                        f"{time.monotonic() - started:.1f} s")
         return prepared
     except Exception as e:  # each partition retries on its own and reports its own error
         emit(progress, f"icecompact: MINOR group read failed, reading per partition: {classify_java_error(e, 'prepare')}")
@@ -877,8 +825,6 @@ class _GroupRun:
     announced: set[Any] = dataclasses.field(default_factory=set)
     #: Committed file rewrites whose check is not done (their partitions are in neither ``rewrites`` nor ``settled``).
     checks: list[_PendingCheck] = dataclasses.field(default_factory=list)
-    #: The conversion's positions, read beside the file rewrites (the last rewrite of a partition counts).
-    early_reads: list[_EarlyRead] = dataclasses.field(default_factory=list)
 
     def await_outcomes(self) -> None:
         """Wait for the file rewrites' outcomes; the partitions of a rewrite undone meanwhile are settled."""
@@ -945,8 +891,7 @@ class _GroupRun:
             self.await_outcomes()
             # The outcome is settled in the background: the conversion's read (minor_read) runs meanwhile.
             done, seen = _run_major_group(self.spark, self.plan, candidates, level=self.level, progress=self.progress,
-                                          group=self.group, selective=kind, later=self.checks,
-                                          early_reads=self.early_reads if self.group_commit else None)
+                                          group=self.group, selective=kind, later=self.checks)
             for key, part in done.items():
                 (self.rewrites if part.status in (COMMITTED, NO_OP) else self.settled)[key] = part
             _add_conflicts(self.conflicts, seen)
@@ -970,17 +915,7 @@ class _GroupRun:
             # A rewrite still being checked counts as done here; one whose check fails is dropped below.
             self.pending = [t for t in self.pending
                             if not is_selective(t) or t.partition in self.rewrites or t.partition in checking]
-        early: dict[Any, Any] = {}
-        for read in self.early_reads:  # a later rewrite of a partition replaces an earlier read
-            early.update(read.prepared())
-        self.early_reads = []
-        pending_keys = {t.partition for t in self.pending}
-        early = {k: v for k, v in early.items() if k in pending_keys}
-        rest = [t for t in self.pending if t.partition not in early]
-        self.prepared = dict(early)
-        if rest:
-            self.prepared.update(_prepare_minor_group(self.spark, self.plan, rest, self.progress,
-                                                      at_least=1 if early else 2))
+        self.prepared = _prepare_minor_group(self.spark, self.plan, self.pending, self.progress)
         if checking:
             self.await_outcomes()
             # A failed outcome undid the rewrite (and settled the partition failed): its read is of undone files.

@@ -622,19 +622,14 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
                       plan_id: str, tag: str, selection: Selection | None = None,
                       layout: Layout = Layout(), remove_dangling: bool = False, covers_whole_table: bool = False,
                       committed: list[int] | None = None,
-                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY, timed_as: str = "major",
-                      on_planned: Callable[[int, frozenset[str]], None] | None = None,
-                      on_committed: Callable[[frozenset[str]], None] | None = None) -> tuple[int, int, int]:
+                      copy: RowGroupCopySettings = NO_ROW_GROUP_COPY, timed_as: str = "major") -> tuple[int, int, int]:
     """Rewrite the partition's files as Iceberg's RewriteDataFiles plans and writes them, in one commit of ours;
     returns (rewritten data files, added data files, removed delete files). ``selection``: rewrite only the files it
     picks (None: every file with a delete, and the small files; under a clustering ``layout``, every data file of
     the partition). ``remove_dangling``: the same commit removes the partition's delete files that no data file
     left live needs (:func:`find_dangling_deletes`; ``covers_whole_table`` as there), also when nothing is
     rewritten. ``committed``: gets the commit's snapshot as soon as it is on main, before our own checks.
-    ``timed_as``: the kind of rewrite (gate.REWRITE_KINDS) whose typical duration this one's work adds to.
-    ``on_planned(base, locations)``: called with the rewrite's base snapshot and the data files it plans to replace,
-    before any is written; ``on_committed(locations)``: with the data files its commit replaced (fewer than planned
-    when a writer's DML narrowed it)."""
+    ``timed_as``: the kind of rewrite (gate.REWRITE_KINDS) whose typical duration this one's work adds to."""
     current = table.currentSnapshot()
     if current is None:
         return 0, 0, 0
@@ -658,16 +653,13 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         return removed, search_dangling(removed)
 
     def planned(planned_groups: list[Any]) -> None:
-        if on_planned is not None:
-            on_planned(base_id, _planned_locations(planned_groups))
-        if remove_dangling:
-            early.append(J.in_background(spark, search_planned, planned_groups, name="icecompact-dangling"))
+        early.append(J.in_background(spark, search_planned, planned_groups, name="icecompact-dangling"))
 
     warm_history(table)
     with timed_work(timed_as):  # what the commit gate expects of the next such rewrite (gate.wait_before_work)
         groups, copies = _rewritten_groups(spark, table, action, base_id,
                                            copy if copies_allowed else NO_ROW_GROUP_COPY,
-                                           on_planned=planned if remove_dangling or on_planned else None)
+                                           on_planned=planned if remove_dangling else None)
         dangling: list[Any] = []
         try:
             if remove_dangling:
@@ -687,9 +679,6 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
                                                 narrow_on_conflict=selection is not None and not remove_dangling)
     if committed is not None:
         committed.append(commit_id)
-    if on_committed is not None:
-        on_committed(frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
-                     | {str(f.location()) for c in copies for f in c.sources})
     _inject_fault("after-rewrite", spark)  # committed, not yet checked: the window the post-hoc check closes
     _check_no_older_data_added(spark, table, expression, base_id, commit_id, dangling)
     rewritten = sum(int(g.rewrittenFiles().size()) for g in groups) + sum(len(c.sources) for c in copies)

@@ -614,15 +614,9 @@ class PreparedMinor:
         Its rows stay covered: a v2 position delete's rows are already in the positions, and a removed DV must have
         a replacing DV for its data file (a data file's deleted rows are never undeleted), or the work is read
         again. A position delete / DV whose data file cannot be told from metadata, or names a data file not live
-        in the partition, is read again as before.
-
-        An equality delete of the work that applies to no data file of the read and is gone since is no longer ours
-        to remove: typically Iceberg dropped it when our own rewrite replaced every data file it applied to
-        (a commit drops the delete files older than every live data file). One that applies to a data file of the
-        read must still be live."""
+        in the partition, is read again as before."""
         old_data, old_deletes = set(self.files.data), set(self.files.deletes)
-        applying = {ref for refs in self.work.eq_targets.values() for ref in refs}
-        if not old_data <= set(files.data) or not applying <= set(files.deletes):
+        if not old_data <= set(files.data) or not set(self.work.equality) <= set(files.deletes):
             return None
         added_data = set(files.data) - old_data
         absorbed: dict[tuple[str, int], Any] = {}
@@ -642,7 +636,7 @@ class PreparedMinor:
                for d in gone.values()):
             return None
         work = _Work(
-            equality={ref: d for ref, d in self.work.equality.items() if ref in files.deletes},
+            equality=dict(self.work.equality),
             eq_targets={path: set(refs) for path, refs in self.work.eq_targets.items()},
             positional={**{ref: d for ref, d in self.work.positional.items() if ref not in gone}, **absorbed},
             data_files=dict(self.work.data_files),
@@ -673,46 +667,16 @@ class PreparedMinor:
         return self.rebased_in(spark, table, files)
 
 
-def without_replaced(spark: Any, files: PartitionFiles, replaced: frozenset[str]) -> PartitionFiles:
-    """``files`` as a rewrite of ``replaced`` (data file locations, planned from ``files``' snapshot) leaves them for
-    a conversion committed after it: without those data files and without their DVs, which the rewrite's commit
-    removes (Iceberg's ``danglingDVs`` of its file groups). Their Parquet position deletes stay, now naming no live
-    data file (the conversion removes them as dangling). The rewrite's new files are not added: they keep the
-    snapshot's data sequence number (``use-starting-sequence-number``), so no equality delete live at that snapshot
-    applies to them (spec: an equality delete applies to data files with a lower data sequence number), and a
-    conversion decided on the view gives them nothing."""
-    if not replaced:
-        return files
-    deletes = {ref: d for ref, d in files.deletes.items()
-               if not (delete_kind(d) is DeleteContent.DELETION_VECTOR
-                       and position_delete_target(spark, d) in replaced)}
-    data = {path: f for path, f in files.data.items() if path not in replaced}
-    return PartitionFiles(files.snapshot_id, data, {p: s for p, s in files.data_sequence.items() if p in data},
-                          deletes, has_applied=False)
-
-
 def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[PartitionKey, Any]],
-                  row_filter: Any, *, snapshot_id: int | None = None,
-                  replaced: frozenset[str] = frozenset()) -> dict[PartitionKey, PreparedMinor]:
-    """Decide every partition's work at the current snapshot (or ``snapshot_id``) and read all their positions in
-    one Spark job. ``keyed``: (key, partition expression) of partitioned keys; ``row_filter``: the OR of their row
-    predicates. ``replaced``: data files a rewrite planned at ``snapshot_id`` replaces before the conversion
-    commits: the work is decided on the files it leaves (:func:`without_replaced`), so the positions can be read
-    while it runs. The caller uses the result only if that rewrite committed exactly those files; then the
-    conversion commits on top of it as on top of any commit that only added data files (:meth:`PreparedMinor.
-    still_valid_for`)."""
-    if snapshot_id is None:
-        table.refresh()
-        current = table.currentSnapshot()
-        if current is None:
-            return {}
-        snapshot_id = int(current.snapshotId())
-    if not keyed:
+                  row_filter: Any) -> dict[PartitionKey, PreparedMinor]:
+    """Decide every partition's work at the current snapshot and read all their positions in one Spark job.
+    ``keyed``: (key, partition expression) of partitioned keys; ``row_filter``: the OR of their row predicates."""
+    table.refresh()
+    current = table.currentSnapshot()
+    if current is None or not keyed:
         return {}
-    base_id = int(snapshot_id)
-    scans = {key: without_replaced(spark, scan_partition(spark, table, expression, base_id, with_applied=False),
-                                   replaced)
-             for key, expression in keyed}
+    base_id = int(current.snapshotId())
+    scans = {key: scan_partition(spark, table, expression, base_id, with_applied=False) for key, expression in keyed}
     works = {key: decide_work(spark, table, key, files, whole_table=False) for key, files in scans.items()}
     merged = merge_works(works.values())
     matched = collect_positions(matched_positions(spark, table, table_ref, base_id, row_filter, merged))

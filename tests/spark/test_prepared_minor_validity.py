@@ -121,20 +121,3 @@ def test_read_again_when_the_rows_cannot_be_vouched_for() -> None:
     # Nothing changed: the same work.
     moved = ready.rebased_work(files(["d1", "d2", "d3"], live), _target)
     assert moved is not None and moved[0].positional == ready.work.positional
-
-
-def test_an_equality_delete_applying_to_no_file_of_the_read_may_be_gone() -> None:
-    """The read was decided on the files a rewrite of ours leaves (its data files replaced); Iceberg's commit of that
-    rewrite dropped the equality deletes older than every live data file. One that applies to no data file of the read
-    is then no longer the work's to remove; one that applies to a data file of the read must still be live."""
-    from compaction.spark.minor import _Work
-
-    e2 = _file("EQUALITY_DELETES")
-    read = files(["d1"], {"e1": EQ, "e2": e2})
-    work = _Work(equality={("e1", 0): EQ, ("e2", 0): e2}, eq_targets={"d1": {("e1", 0)}}, positional={},
-                 data_files={"d1": DATA}, dangling={})
-    ready = PreparedMinor(1, read, work, positions={"d1": [3]}, converted_rows=1)
-    moved = ready.rebased_work(files(["d1", "m1"], {"e1": EQ}), _target)
-    assert moved is not None and moved[0].equality == {("e1", 0): EQ}
-    assert moved[0].eq_targets == {"d1": {("e1", 0)}}
-    assert ready.rebased_work(files(["d1", "m1"], {"e2": e2}), _target) is None
