@@ -42,14 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from lib.common import RESULTS_DIR, embedded_spark  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import BenchmarkError
 
 CATALOG_NAME = "posread"
 NAMESPACE = "bench"
 CONTENDERS = ("spark_matched", "driver_matched")
-
-
-class BenchmarkError(RuntimeError):
-    pass
 
 
 def _local(path: str) -> str:
