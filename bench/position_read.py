@@ -12,15 +12,19 @@ Contenders, on the table's current snapshot, order rotated, median of ``--repeat
 
 * ``scan_decide``: the partitions' files from the manifests and the work decided on them (``scan_partition`` +
   ``decide_work``, py4j per file; shared by both paths, not a contender of its own);
-* ``spark_matched``: ``matched_positions`` collected (the Spark jobs);
-* ``driver_matched``: pyarrow on the driver: the ``id`` column of the same data files and of the same equality-delete
-  files read, and each data file's rows matched against the keys of exactly the deletes the work pairs it with
-  (``eq_targets``). Not a product path: local files, one key column, no field-id mapping or type promotion.
+* ``spark_matched``: ``matched_positions`` collected (the Spark jobs; above ``compaction.minor.driver-match-max-rows``
+  and where the driver declines);
+* ``driver_matched``: ``driver_matched_positions``, the product's driver-side match (pyarrow, files by local path);
+* ``driver_file_io``: the same, every file read through the table's FileIO (as on an object store: the footer and
+  the key columns' chunks cross py4j);
+* ``arrow_lower_bound``: the ``id`` column of the same files read by pyarrow and matched against exactly the
+  deletes the work pairs each file with, with nothing else (no field-id mapping, type promotion, several key
+  columns or FileIO).
 
-Correctness (the bench aborts otherwise): both give the same positions for every data file.
+Correctness (the bench aborts otherwise): all give the same positions for every data file.
 
-Ratio: ``spark_matched_over_driver_matched``. There is no goal: the figures say how much of a run a driver-side
-read of small work would save (docs/benchmarks.md, "position_read.py").
+Ratios: ``spark_matched_over_driver_matched`` and ``driver_file_io_over_driver_matched``. There is no goal: the
+figures say how much of a MINOR the driver-side match saves (docs/benchmarks.md, "position_read.py").
 
 Usage::
 
@@ -46,7 +50,7 @@ from lib.contenders import BenchmarkError
 
 CATALOG_NAME = "posread"
 NAMESPACE = "bench"
-CONTENDERS = ("spark_matched", "driver_matched")
+CONTENDERS = ("spark_matched", "driver_matched", "driver_file_io", "arrow_lower_bound")
 
 
 def _local(path: str) -> str:
@@ -55,7 +59,7 @@ def _local(path: str) -> str:
     return path.removeprefix("file://").removeprefix("file:")
 
 
-def driver_matched(merged: Any) -> dict[str, set[int]]:
+def arrow_lower_bound(merged: Any) -> dict[str, set[int]]:
     """The positions of every data file of ``merged`` whose key matches an equality delete the work pairs it with."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -101,15 +105,24 @@ def run_table(spark: Any, catalog_cfg: Any, size: str, format_version: int, repe
         return M.merge_works(M.decide_work(spark, table, k, f, whole_table=False) for k, f in scans.items())
 
     merged = decide()
+    def driver(through_file_io: bool) -> dict[str, set[int]]:
+        found = M.driver_matched_positions(spark, table, merged, max_rows=1 << 40, through_file_io=through_file_io)
+        if found is None:
+            raise BenchmarkError(f"[{tag}] the driver-side match declined the work")
+        return found
+
     contenders = {
         "spark_matched": lambda: M.collect_positions(
             M.matched_positions(spark, table, ref, snapshot_id, row_filter, merged)),
-        "driver_matched": lambda: driver_matched(merged),
+        "driver_matched": lambda: driver(False),
+        "driver_file_io": lambda: driver(True),
+        "arrow_lower_bound": lambda: arrow_lower_bound(merged),
     }
     answers = {name: fn() for name, fn in contenders.items()}  # untimed: warm-up, and the check
-    if answers["spark_matched"] != answers["driver_matched"]:
-        differ = sorted(set(answers["spark_matched"]) ^ set(answers["driver_matched"]))[:3]
-        raise BenchmarkError(f"[{tag}] the two paths found different positions (files differing: {differ})")
+    for name, answer in answers.items():
+        if answer != answers["spark_matched"]:
+            differ = sorted(set(answers["spark_matched"]) ^ set(answer))[:3]
+            raise BenchmarkError(f"[{tag}] {name} and spark_matched found different positions (files: {differ})")
     samples: dict[str, list[float]] = {name: [] for name in ("scan_decide", *CONTENDERS)}
     for i in range(repeat):
         started = time.perf_counter()
@@ -129,6 +142,7 @@ def run_table(spark: Any, catalog_cfg: Any, size: str, format_version: int, repe
         "positions": sum(len(v) for v in answers["spark_matched"].values()),
         "samples_s": samples, "median_s": medians,
         "spark_matched_over_driver_matched": medians["spark_matched"] / medians["driver_matched"],
+        "driver_file_io_over_driver_matched": medians["driver_file_io"] / medians["driver_matched"],
     }
 
 
@@ -139,9 +153,10 @@ def render(results: list[dict[str, Any]], started: str) -> str:
         lines.append(f"\n== {r['table']}: {r['rows']:,} live rows; the work reads {r['data_files_read']} data files "
                      f"against {r['equality_delete_files']} equality-delete files ({r['positions']:,} positions)")
         for name in ("scan_decide", *CONTENDERS):
-            lines.append(f"   {name:15s} median {m[name]:6.2f} s  (samples "
+            lines.append(f"   {name:17s} median {m[name]:6.2f} s  (samples "
                          + ", ".join(f"{v:.2f}" for v in r["samples_s"][name]) + ")")
-        lines.append(f"   ratio: spark_matched_over_driver_matched {r['spark_matched_over_driver_matched']:.1f}x")
+        lines.append(f"   ratios: spark_matched_over_driver_matched {r['spark_matched_over_driver_matched']:.1f}x, "
+                     f"driver_file_io_over_driver_matched {r['driver_file_io_over_driver_matched']:.2f}x")
     return "\n".join(lines)
 
 

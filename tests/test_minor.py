@@ -65,6 +65,9 @@ def test_minor_preserves_rows_and_removes_equality_deletes(spark, request, seed:
 
     level = [ValidationLevel.CHECKSUM, ValidationLevel.COUNT, ValidationLevel.NONE][seed % 3]
     overrides = fragment_overrides(inspect_table(catalog, "cdc.m"))
+    # Half the seeds match equality deletes in Spark, half on the driver (these tables are far below the default
+    # limit), with both catalogs on each side.
+    overrides["minor_driver_match_max_rows"] = 0 if (seed // 2) % 2 else 1 << 40
     fragment_limit = overrides["target_file_size_bytes"] // 8
     run = compact_in_process(spark, catalog, "cdc.m", CompactionMode.MINOR, level=level, overrides=overrides, now=NOW)
     compaction_plan, outcomes = run.plan, run.partitions
@@ -250,15 +253,22 @@ PARTITIONS_PER_SEED = 3
 
 def test_plain_parquet_read_finds_the_rows_icebergs_reader_finds(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
     """MINOR reads the data files' equality columns as plain Parquet (field ids, ``_metadata.row_index``) unless
-    ``raw_read_blocker`` says Iceberg's reader is needed; both must find exactly the same (file, position) set,
-    already-deleted rows included, on random shapes (keys with nulls, multi-column keys, spec evolution, v2/v3)."""
+    ``raw_read_blocker`` says Iceberg's reader is needed, or matches them on the driver (small work); each must find
+    exactly the same (file, position) set as Iceberg's reader, already-deleted rows included, on random shapes (keys
+    with nulls, multi-column keys, spec evolution, v2/v3)."""
     from compaction.spark import jvm as J
     from compaction.spark.expressions import java_partition_expression
-    from compaction.spark.minor import collect_positions, decide_work, matched_positions, raw_read_blocker
+    from compaction.spark.minor import (
+        collect_positions,
+        decide_work,
+        driver_matched_positions,
+        matched_positions,
+        raw_read_blocker,
+    )
     from compaction.spark.partition_files import scan_partition
     from pyspark.sql import functions as F
 
-    compared, raw_used = 0, 0
+    compared, raw_used, driver_used = 0, 0, 0
     # 310: v2, identity(region) in a (id, region) key: Iceberg's reader. 312: v3, days(ts), nulls: plain Parquet.
     # The first PARTITIONS_PER_SEED partitions with equality work of each (two Spark reads per partition).
     for seed in (310, 312):
@@ -288,9 +298,17 @@ def test_plain_parquet_read_finds_the_rows_icebergs_reader_finds(spark, sqlite_c
             iceberg = collect_positions(matched_positions(spark, table, workload.table, base, F.lit(True), work,
                                                           raw=False))
             assert plain == iceberg, (seed, key.label())
+            driver = driver_matched_positions(spark, table, work, max_rows=1 << 40)
+            if driver is not None:
+                assert driver == iceberg, (seed, key.label())
+                if not driver_used:  # through the table's FileIO, as on an object store (seekable py4j reads)
+                    assert driver_matched_positions(spark, table, work, max_rows=1 << 40,
+                                                    through_file_io=True) == iceberg, (seed, key.label())
+                driver_used += 1
             compared += 1
             compared_in_seed += 1
     assert compared >= 2 and 1 <= raw_used < compared, (compared, raw_used)
+    assert 1 <= driver_used < compared, (compared, driver_used)  # seed 310's identity-partition key goes to Spark
 
 
 def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validated(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]

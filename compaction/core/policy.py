@@ -47,6 +47,8 @@ __all__ = [
     "MINOR_ON_EQUALITY_DELETES_DEFAULT",
     "MINOR_MAX_POSITION_DELETES_PER_FILE",
     "MINOR_MAX_POSITION_DELETES_PER_FILE_DEFAULT",
+    "MINOR_DRIVER_MATCH_MAX_ROWS",
+    "MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT",
     "TARGET_FILE_SIZE_BYTES",
     "TARGET_FILE_SIZE_BYTES_DEFAULT",
     "WRITE_TARGET_FILE_SIZE_BYTES",
@@ -147,6 +149,13 @@ MINOR_ON_EQUALITY_DELETES_DEFAULT = True
 #: MINOR when some data file has *more than* this many position delete files / DVs applying to it. At least 1.
 MINOR_MAX_POSITION_DELETES_PER_FILE = "compaction.minor.max-position-deletes-per-file"
 MINOR_MAX_POSITION_DELETES_PER_FILE_DEFAULT = 1
+
+#: A MINOR matches its equality deletes against the data files' key columns on the driver (pyarrow) when the data
+#: files and equality deletes it reads hold at most this many rows together, else in a Spark job. The Spark job's
+#: fixed cost (~2 s) dominates small work, which is what a health-triggered MINOR of a streaming table reads; the
+#: driver holds only the key columns. ``0``: always Spark.
+MINOR_DRIVER_MATCH_MAX_ROWS = "compaction.minor.driver-match-max-rows"
+MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT = 4_000_000
 
 #: Target size of the data files a MAJOR writes. Falls back to Iceberg's ``write.target-file-size-bytes``.
 TARGET_FILE_SIZE_BYTES = "compaction.target-file-size-bytes"
@@ -487,6 +496,7 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("minor_delete_file_count", MINOR_DELETE_FILE_COUNT, _parse_int, _at_least(1)),
     _Knob("minor_on_equality_deletes", MINOR_ON_EQUALITY_DELETES, _parse_bool, _no_check),
     _Knob("minor_max_position_deletes_per_file", MINOR_MAX_POSITION_DELETES_PER_FILE, _parse_int, _at_least(1)),
+    _Knob("minor_driver_match_max_rows", MINOR_DRIVER_MATCH_MAX_ROWS, _parse_int, _at_least(0)),
     _Knob("target_file_size_bytes", TARGET_FILE_SIZE_BYTES, _parse_int, _at_least(1)),
     _Knob("min_file_size_bytes", MIN_FILE_SIZE_BYTES, _parse_int, _at_least(0)),
     _Knob("max_bytes_per_run", MAX_BYTES_PER_RUN, _parse_int, _at_least(1)),
@@ -563,6 +573,8 @@ class CompactionPolicy:
     minor_on_equality_deletes: bool = MINOR_ON_EQUALITY_DELETES_DEFAULT
     #: ``compaction.minor.max-position-deletes-per-file``: MINOR when a data file has more position deletes.
     minor_max_position_deletes_per_file: int = MINOR_MAX_POSITION_DELETES_PER_FILE_DEFAULT
+    #: ``compaction.minor.driver-match-max-rows``: MINOR matches equality deletes on the driver up to this many rows.
+    minor_driver_match_max_rows: int = MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT
     #: ``compaction.target-file-size-bytes``: target size of rewritten data files.
     target_file_size_bytes: int = TARGET_FILE_SIZE_BYTES_DEFAULT
     #: ``compaction.min-file-size-bytes``: data files smaller than this are small (None: 75% of target).

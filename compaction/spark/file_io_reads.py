@@ -52,21 +52,72 @@ def spark_can_read(spark: Any, table: Any, locations: Iterable[str]) -> bool:
     return True
 
 
+def _read_n(stream: Any, size: int) -> bytes:
+    """Up to ``size`` bytes from a Java ``InputStream``, fewer only at its end, in py4j calls of at most ``_CHUNK``."""
+    parts = []
+    while size > 0:
+        chunk = stream.readNBytes(min(size, _CHUNK))
+        if not chunk:
+            break
+        parts.append(bytes(chunk))
+        size -= len(chunk)
+    return b"".join(parts)
+
+
 def read_bytes(table: Any, location: str) -> bytes:
     """The whole file at ``location``, read through the table's FileIO."""
-    stream = table.io().newInputFile(location).newStream()
+    input_file = table.io().newInputFile(location)
+    stream = input_file.newStream()
     try:
-        parts = []
-        while True:
-            chunk = stream.readNBytes(_CHUNK)
-            if not chunk:
-                break
-            parts.append(bytes(chunk))
-            if len(chunk) < _CHUNK:
-                break
-        return b"".join(parts)
+        return _read_n(stream, int(input_file.getLength()))
     finally:
         stream.close()
+
+
+class FileIOInput(io.RawIOBase):
+    """A seekable, read-only Python file over a file of the table's FileIO (Iceberg's ``SeekableInputStream``):
+    pyarrow's Parquet reader then fetches the footer and the column chunks it needs, not the whole file."""
+
+    def __init__(self, table: Any, location: str) -> None:
+        super().__init__()
+        input_file = table.io().newInputFile(location)
+        self._length = int(input_file.getLength())
+        self._stream = input_file.newStream()
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._length}[whence]
+        position = base + offset
+        if position < 0:
+            raise ValueError(f"negative seek position {position}")
+        self._stream.seek(position)
+        self._position = position
+        return position
+
+    def read(self, size: int = -1) -> bytes:  # type: ignore[override]
+        wanted = self._length - self._position if size is None or size < 0 else size
+        data = _read_n(self._stream, max(0, min(wanted, self._length - self._position)))
+        self._position += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
 
 
 def _file_columns(arrow_schema: Any, spark_schema: Any) -> list[str | None]:

@@ -699,7 +699,8 @@ def _prepare_minor_group(spark: Any, plan: CompactionPlan, tasks: list[Compactio
         table = J.load_table(spark, identifier)
         keyed = [(key, java_partition_expression(spark, table, key)) for key in keys]
         prepared = prepare_group(spark, table, quoted(plan.table), keyed,
-                                 rows_predicate(spark, table, plan.table.catalog, set(keys)))
+                                 rows_predicate(spark, table, plan.table.catalog, set(keys)),
+                                 driver_max_rows=plan.policy.minor_driver_match_max_rows)
         emit(progress, f"icecompact: MINOR read {len(prepared)} partitions in one Spark job in "
                         f"{time.monotonic() - started:.1f} s")
         return prepared

@@ -24,7 +24,9 @@ Why a ``RowDelta`` (operation ``delete``) rather than a ``RewriteFiles``: only `
 targeted data files still exist within Iceberg's commit retry loop, and a concurrent MAJOR only notices new
 position deletes for the files it replaces when they come in a ``delete``/``overwrite`` snapshot.
 
-How rows are found: Spark reads the equality columns of the targeted data files as plain Parquet, by field id,
+How rows are found: small work (``compaction.minor.driver-match-max-rows``) is matched on the driver with pyarrow
+(:mod:`compaction.spark.driver_match`: a Spark job's fixed cost is most of a small MINOR); otherwise Spark reads the
+equality columns of the targeted data files as plain Parquet, by field id,
 with ``_metadata.row_index`` as the position (or, where plain Parquet could disagree with Iceberg's reader, through
 Iceberg's reader with ``_file``/``_pos``/``_deleted``: see ``raw_read_blocker``), and joins them null-safely with
 the equality-delete rows on each file's equality columns, restricted to the (data file, delete file) pairs the
@@ -40,9 +42,12 @@ from typing import Any, Callable, Iterable, Mapping
 from compaction.core.applicability import MinorScope, PlacedData, PlacedDelete, decide_minor
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
 from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey
+from compaction.core.policy import MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT
 from compaction.spark import jvm as J
 from compaction.spark.compat import read_at_snapshot
-from compaction.spark.file_io_reads import read_parquet_through_file_io, spark_can_read
+from compaction.spark.driver_match import DriverMatchUnsupported, KeyColumns, match_equality_deletes
+from compaction.spark.equality_deletes import arrow_type
+from compaction.spark.file_io_reads import FileIOInput, read_parquet_through_file_io, spark_can_read
 from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY, find_tagged_snapshot
 from compaction.spark.minor_write import (  # noqa: F401  (writers re-exported: the test rig imports them from here)
     describe_files,
@@ -230,18 +235,32 @@ def _table_metadata(spark: Any, table: Any) -> dict[str, Any]:
 
 def raw_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[int]) -> str | None:
     """Why the data files' equality columns cannot be read as plain Parquet by field id (then Iceberg's reader is
-    used), or None. Plain Parquet gives the values Iceberg would only when every targeted data file is Parquet,
-    the table has no name mapping (files without field ids), no equality column is an identity-partition source
-    (Iceberg's reader takes those from the partition tuple, imported files may lack the column), none ever had
-    another type (promotion) and none has an ``initial-default`` (v3: Iceberg fills it for older files)."""
+    used), or None: see :func:`_field_id_read_blocker`; besides, Spark's file sources must open the files, and no
+    equality column may ever have had another type (promotion)."""
     if not spark_can_read(spark, table, work.eq_targets):
         # S3FileIO tables (REST catalogs on S3): Spark's file sources have no file system or credentials for them.
         return "data files on storage Spark's file sources cannot open (read through the table's FileIO)"
+    metadata = _table_metadata(spark, table)
+    blocker = _field_id_read_blocker(spark, table, work, field_ids, metadata)
+    if blocker is not None:
+        return blocker
+    promoted = _promoted_field_ids(metadata, field_ids)
+    if promoted:
+        return f"equality column {min(promoted)} changed type"
+    return None
+
+
+def _field_id_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[int],
+                           metadata: Mapping[str, Any]) -> str | None:
+    """Why reading the data files' Parquet columns by field id could give other values than Iceberg's reader, or
+    None. The same values need every targeted data file to be Parquet, the table to have no name mapping (files
+    without field ids), no equality column to be an identity-partition source (Iceberg's reader takes those from the
+    partition tuple, imported files may lack the column) and none to have an ``initial-default`` (v3: Iceberg fills
+    it for older files)."""
     describe_files(spark, table, {p: work.data_files[p] for p in work.eq_targets}, work.described)
     formats = {str(work.described[p].get("file-format", "")).upper() for p in work.eq_targets}
     if formats - {"PARQUET"}:
         return f"data files in {sorted(formats - {'PARQUET'})} format"
-    metadata = _table_metadata(spark, table)
     if "schema.name-mapping.default" in (metadata.get("properties") or {}):
         return "the table has a name mapping"
     ids = {int(i) for i in field_ids}
@@ -253,9 +272,6 @@ def raw_read_blocker(spark: Any, table: Any, work: _Work, field_ids: Iterable[in
         for f in schema.get("fields", []):
             if int(f.get("id", -1)) in ids and f.get("initial-default") is not None:
                 return f"equality column {f.get('id')} has an initial default"
-    promoted = _promoted_field_ids(metadata, ids)
-    if promoted:
-        return f"equality column {min(promoted)} changed type"
     return None
 
 
@@ -276,6 +292,89 @@ def _promoted_field_ids(metadata: Mapping[str, Any], field_ids: Iterable[int]) -
                     f.get("type"), sort_keys=True):
                 promoted.add(fid)
     return promoted
+
+
+# Iceberg types whose values the driver compares exactly as Iceberg's readers do. Floats are left to Spark: Iceberg
+# compares them as Java's Float.equals (NaN equal to NaN, -0.0 unequal to 0.0), Arrow's hash set does not.
+_DRIVER_MATCH_TYPES = frozenset({"BOOLEAN", "INTEGER", "LONG", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_NANO",
+                                 "STRING", "BINARY", "DECIMAL", "FIXED"})
+
+
+def equality_matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: int, row_filter: Any,
+                               work: _Work, *, driver_max_rows: int) -> dict[str, set[int]]:
+    """Positions (data path -> positions) of the rows the converted equality deletes delete: matched on the driver
+    when the work is small (:func:`driver_matched_positions`), else by :func:`matched_positions`' Spark job."""
+    if not work.eq_targets:
+        return {}
+    driven = driver_matched_positions(spark, table, work, max_rows=driver_max_rows)
+    if driven is not None:
+        return driven
+    return collect_positions(matched_positions(spark, table, table_ref, base_snapshot_id, row_filter, work))
+
+
+def driver_matched_positions(spark: Any, table: Any, work: _Work, *, max_rows: int,
+                             through_file_io: bool = False) -> dict[str, set[int]] | None:
+    """:func:`compaction.spark.driver_match.match_equality_deletes` over ``work``, or None when the Spark job must
+    do it: more than ``max_rows`` rows in the data files and equality deletes read, a key column nested or of a type
+    the driver does not compare (``_DRIVER_MATCH_TYPES``), or data files whose columns a field-id read could get
+    wrong (:func:`_field_id_read_blocker`). Files are read by local path, or through the table's FileIO (only the
+    key columns' chunks are fetched; ``through_file_io``: even where a local path would do)."""
+    import logging
+
+    if max_rows <= 0 or not work.eq_targets:
+        return None
+    _check_formats(work.equality.values(), "equality delete file")
+    struct = table.schema().asStruct()
+    keys: dict[tuple[int, ...], KeyColumns | None] = {}
+    key_of: dict[tuple[str, int], KeyColumns] = {}
+    for ref in sorted(work.equality):
+        ids = equality_ids(work.equality[ref])
+        if ids not in keys:
+            types = []
+            for fid in ids:
+                top = struct.field(int(fid))  # top-level fields only: a nested one is None
+                if top is None or str(top.type().typeId().toString()) not in _DRIVER_MATCH_TYPES:
+                    types = None
+                    break
+                types.append(arrow_type(top.type()))
+            keys[ids] = KeyColumns(ids, tuple(types)) if types else None
+        key = keys[ids]
+        if key is None:
+            return None
+        key_of[ref] = key
+    describe_files(spark, table, {p: work.data_files[p] for p in work.eq_targets}, work.described)
+    rows = sum(int(work.described[p].get("record-count", 0)) for p in work.eq_targets)
+    rows += sum(int(work.equality[ref].recordCount()) for ref in key_of)
+    if rows > max_rows:
+        return None
+    field_ids = {fid for key in key_of.values() for fid in key.field_ids}
+    if _field_id_read_blocker(spark, table, work, field_ids, _table_metadata(spark, table)) is not None:
+        return None
+    locations = [*work.eq_targets, *(ref[0] for ref in key_of)]
+    local = not through_file_io and spark_can_read(spark, table, locations) and all(
+        _local_path(loc) is not None for loc in locations)
+
+    def open_file(location: str) -> Any:
+        return _local_path(location) if local else FileIOInput(table, location)
+
+    try:
+        return match_equality_deletes(open_file, work.eq_targets, key_of)
+    except DriverMatchUnsupported as e:
+        logging.getLogger(__name__).info("equality deletes matched in Spark, not on the driver: %s", e)
+        return None
+
+
+def _local_path(location: str) -> str | None:
+    """The local file system path of ``location`` (``/x``, ``file:/x``, ``file:///x``), or None."""
+    if location.startswith("/"):
+        return location
+    if location.startswith("file:"):
+        rest = location[len("file:"):]
+        if rest.startswith("///"):
+            return rest[2:]
+        if rest.startswith("/") and not rest.startswith("//"):
+            return rest
+    return None
 
 
 def matched_positions(spark: Any, table: Any, table_ref: str, base_snapshot_id: int, row_filter: Any,
@@ -668,9 +767,12 @@ class PreparedMinor:
 
 
 def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[PartitionKey, Any]],
-                  row_filter: Any) -> dict[PartitionKey, PreparedMinor]:
-    """Decide every partition's work at the current snapshot and read all their positions in one Spark job.
-    ``keyed``: (key, partition expression) of partitioned keys; ``row_filter``: the OR of their row predicates."""
+                  row_filter: Any, *, driver_max_rows: int = MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT,
+                  ) -> dict[PartitionKey, PreparedMinor]:
+    """Decide every partition's work at the current snapshot and read all their positions in one Spark job (or on
+    the driver, see :func:`equality_matched_positions`). ``keyed``: (key, partition expression) of partitioned keys;
+    ``row_filter``: the OR of their row predicates; ``driver_max_rows``: the policy's
+    ``compaction.minor.driver-match-max-rows``."""
     table.refresh()
     current = table.currentSnapshot()
     if current is None or not keyed:
@@ -679,7 +781,8 @@ def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[Part
     scans = {key: scan_partition(spark, table, expression, base_id, with_applied=False) for key, expression in keyed}
     works = {key: decide_work(spark, table, key, files, whole_table=False) for key, files in scans.items()}
     merged = merge_works(works.values())
-    matched = collect_positions(matched_positions(spark, table, table_ref, base_id, row_filter, merged))
+    matched = equality_matched_positions(spark, table, table_ref, base_id, row_filter, merged,
+                                         driver_max_rows=driver_max_rows)
     absorbed = collect_positions(absorbed_positions(spark, merged, table))
     positions = union_positions(matched, absorbed)
     out = {}
@@ -744,12 +847,14 @@ class PartitionChange:
 def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key: PartitionKey, *, table_ref: str,
                   plan_id: str, tag: str, whole_table: bool, before: PartitionFiles,
                   prepared: PreparedMinor | None = None, committed: list[int] | None = None,
-                  one_dv_per_puffin_file: bool = False) -> MinorOutcome:
+                  one_dv_per_puffin_file: bool = False,
+                  driver_max_rows: int = MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT) -> MinorOutcome:
     """One attempt: decide, read, write, commit in one RowDelta. Raises py4j errors from Iceberg (the caller
     classifies them) and ``CommitConflictError`` from our own pre-commit check. ``before``: the partition's files
     at the base snapshot. ``committed``: the caller's list of its snapshots, which gets our commit as soon as it is
     on main, before the post-commit checks (so that the caller can undo it when one fails).
-    ``one_dv_per_puffin_file``: the policy's ``compaction.one-dv-per-puffin-file`` (v3)."""
+    ``one_dv_per_puffin_file``: the policy's ``compaction.one-dv-per-puffin-file`` (v3); ``driver_max_rows``: its
+    ``compaction.minor.driver-match-max-rows``."""
     base_id = before.snapshot_id
     if base_id is None:
         return MinorOutcome(base_id, [], 0, 0, 0, 0, 0, before.counts(), before.counts())
@@ -758,7 +863,8 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
         work, positions, converted_rows = usable.work, usable.positions, usable.converted_rows
     else:
         work = decide_work(spark, table, key, before, whole_table=whole_table)
-        matched = collect_positions(matched_positions(spark, table, table_ref, int(base_id), row_filter, work))
+        matched = equality_matched_positions(spark, table, table_ref, int(base_id), row_filter, work,
+                                             driver_max_rows=driver_max_rows)
         # Position rows of absorbed Parquet files (v2, or a v3 table upgraded from v2); DVs are merged in Java.
         absorbed = collect_positions(absorbed_positions(spark, work, table))
         positions = union_positions(matched, absorbed)

@@ -447,6 +447,7 @@ def selective_attempt(a: Attempt, result: PartitionResult, commits: list[int], *
         table_ref=a.ref, plan_id=a.plan.plan_id, tag=uuid.uuid4().hex, whole_table=key.is_unpartitioned,
         before=before, prepared=prepared, committed=commits,
         one_dv_per_puffin_file=a.plan.policy.one_dv_per_puffin_file,
+        driver_max_rows=a.plan.policy.minor_driver_match_max_rows,
     )
     commits.extend(sid for sid in outcome.commit_snapshot_ids if sid not in commits)
     result.commit_snapshot_ids = result.kept_snapshot_ids + list(commits)
