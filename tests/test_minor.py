@@ -311,6 +311,39 @@ def test_plain_parquet_read_finds_the_rows_icebergs_reader_finds(spark, sqlite_c
     assert 1 <= driver_used < compared, (compared, driver_used)  # seed 310's identity-partition key goes to Spark
 
 
+def test_position_deletes_read_on_the_driver_are_the_ones_spark_reads(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
+    """The Parquet position deletes a v2 MINOR merges, read on the driver (by local path, and through the table's
+    FileIO as on an object store) and in Spark: the same positions of the same data files, rows naming a data file
+    that gets no new file of ours left out."""
+    from compaction.spark import jvm as J
+    from compaction.spark.expressions import java_partition_expression
+    from compaction.spark.minor import absorbed_position_rows, absorbed_positions, collect_positions, decide_work
+    from compaction.spark.partition_files import scan_partition
+
+    name = f"{sqlite_catalog.name}.raw.positions"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.raw")
+    spark.sql(f"CREATE TABLE {name} (id bigint, part string) USING iceberg PARTITIONED BY (part) TBLPROPERTIES "
+              "('format-version'='2', 'write.delete.mode'='merge-on-read', 'write.delete.granularity'='partition')")
+    for batch in range(3):
+        spark.sql(f"INSERT INTO {name} SELECT id, 'p' FROM range({batch * 100}, {batch * 100 + 100})")
+    # Two DELETEs on the first data file (one also on the second): not the settled form, so both are merged.
+    spark.sql(f"DELETE FROM {name} WHERE id % 7 = 0 AND id BETWEEN 50 AND 150")
+    spark.sql(f"DELETE FROM {name} WHERE id % 5 = 0 AND id BETWEEN 10 AND 40")
+    table = J.load_table(spark, name)
+    state = inspect_table(sqlite_catalog, "raw.positions")
+    key = state.partitions[0].key
+    base = int(table.currentSnapshot().snapshotId())
+    files = scan_partition(spark, table, java_partition_expression(spark, table, key), base, with_applied=False)
+    work = decide_work(spark, table, key, files, whole_table=False)
+    in_spark = collect_positions(absorbed_positions(spark, work, table))
+    assert len(work.positional) == 2 and len(in_spark) == 2, (work.positional, in_spark)
+    assert absorbed_position_rows(spark, work, table, driver_max_rows=1 << 40) == in_spark
+    assert absorbed_position_rows(spark, work, table, driver_max_rows=1 << 40, through_file_io=True) == in_spark
+    one = sorted(in_spark)[0]  # the other data file then gets no new file: its rows are left out
+    work.data_files = {one: work.data_files[one]}
+    assert absorbed_position_rows(spark, work, table, driver_max_rows=1 << 40) == {one: in_spark[one]}
+
+
 def test_a_group_of_minor_partitions_commits_once_and_each_partition_is_validated(spark, sqlite_catalog: CatalogConfig) -> None:  # type: ignore[no-untyped-def]
     """The MINOR partitions of a job group share one RowDelta; every partition is still checked on its own rows
     (the base value from the group read equals the commit's), and the content is unchanged."""

@@ -151,9 +151,10 @@ MINOR_MAX_POSITION_DELETES_PER_FILE = "compaction.minor.max-position-deletes-per
 MINOR_MAX_POSITION_DELETES_PER_FILE_DEFAULT = 1
 
 #: A MINOR matches its equality deletes against the data files' key columns on the driver (pyarrow) when the data
-#: files and equality deletes it reads hold at most this many rows together, else in a Spark job. The Spark job's
-#: fixed cost (~2 s) dominates small work, which is what a health-triggered MINOR of a streaming table reads; the
-#: driver holds only the key columns. ``0``: always Spark.
+#: files and equality deletes it reads hold at most this many rows together, and reads the Parquet position deletes
+#: it merges there when they hold at most this many rows; else in a Spark job. A Spark job's fixed cost (~2 s)
+#: dominates small work, which is what a health-triggered MINOR of a streaming table reads; the driver holds only
+#: the key columns. ``0``: always Spark.
 MINOR_DRIVER_MATCH_MAX_ROWS = "compaction.minor.driver-match-max-rows"
 MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT = 4_000_000
 

@@ -137,16 +137,21 @@ def read_key_columns(source: Any, key: KeyColumns) -> list[Any]:
         parquet.close()
 
 
-def match_equality_deletes(open_file: Callable[[str], Any], eq_targets: Mapping[str, Iterable[DeleteRef]],
+#: (location, field ids, column names) -> what pyarrow opens for the columns of those field ids or names: a path or a
+#: file (the caller's storage, see compaction.spark.minor).
+OpenFile = Callable[[str, frozenset[int], frozenset[str]], Any]
+
+
+def match_equality_deletes(open_file: OpenFile, eq_targets: Mapping[str, Iterable[DeleteRef]],
                            key_of: Mapping[DeleteRef, KeyColumns]) -> dict[str, set[int]]:
     """Positions (data path -> ordinals) of the rows of every data file of ``eq_targets`` that an equality delete
     applying to it deletes. ``eq_targets``: data path -> the equality deletes that apply to it; ``key_of``: each
-    delete's key columns; ``open_file``: a location -> what :func:`read_key_columns` reads (a path or a file)."""
+    delete's key columns; ``open_file``: see :data:`OpenFile`."""
     import pyarrow as pa
 
     deletes: dict[DeleteRef, list[Any]] = {}
     for ref in sorted({r for refs in eq_targets.values() for r in refs}):
-        deletes[ref] = read_key_columns(open_file(ref[0]), key_of[ref])
+        deletes[ref] = read_key_columns(open_file(ref[0], frozenset(key_of[ref].field_ids), frozenset()), key_of[ref])
     key_sets: dict[tuple[KeyColumns, frozenset[DeleteRef]], KeySet] = {}
     out: dict[str, set[int]] = {}
     for path in sorted(eq_targets):
@@ -160,7 +165,8 @@ def match_equality_deletes(open_file: Callable[[str], Any], eq_targets: Mapping[
         for key in by_key:
             field_types.update(zip(key.field_ids, key.types))
         every = KeyColumns(tuple(sorted(field_types)), tuple(field_types[i] for i in sorted(field_types)))
-        read = dict(zip(every.field_ids, read_key_columns(open_file(path), every)))
+        source = open_file(path, frozenset(every.field_ids), frozenset())
+        read = dict(zip(every.field_ids, read_key_columns(source, every)))
         hits: set[int] = set()
         for key, refs in by_key.items():
             cache_key = (key, frozenset(refs))
@@ -171,4 +177,30 @@ def match_equality_deletes(open_file: Callable[[str], Any], eq_targets: Mapping[
             hits.update(key_set.positions([read[i] for i in key.field_ids]).tolist())
         if hits:
             out[path] = hits
+    return out
+
+
+def read_position_deletes(open_file: OpenFile, locations: Iterable[str],
+                          live_paths: Iterable[str]) -> dict[str, set[int]]:
+    """Positions (data path -> positions) that the Parquet position-delete files at ``locations`` name in the data
+    files ``live_paths``; rows naming other files are left out (the spec's columns ``file_path`` and ``pos``, by
+    their reserved names as every writer names them)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    live = pa.array(sorted(set(live_paths)), pa.string())
+    out: dict[str, set[int]] = {}
+    for location in locations:
+        parquet = pq.ParquetFile(open_file(location, frozenset(), frozenset({"file_path", "pos"})))
+        try:
+            rows = parquet.read(columns=["file_path", "pos"], use_threads=False)
+        finally:
+            parquet.close()
+        index = pc.index_in(rows.column("file_path").combine_chunks().cast(pa.string()), value_set=live)
+        which = pc.fill_null(index, -1).to_numpy(zero_copy_only=False)
+        positions = rows.column("pos").combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)
+        for k in np.unique(which[which >= 0]).tolist():
+            out.setdefault(live[k].as_py(), set()).update(positions[which == k].tolist())
     return out

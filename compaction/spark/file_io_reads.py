@@ -14,7 +14,7 @@ meant to fit on the driver. Data files are read through Iceberg's own reader (``
 from __future__ import annotations
 
 import io
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from compaction.spark.compat import dataframe_of_table, iceberg_spark_table_at
 
@@ -74,50 +74,104 @@ def read_bytes(table: Any, location: str) -> bytes:
         stream.close()
 
 
-class FileIOInput(io.RawIOBase):
-    """A seekable, read-only Python file over a file of the table's FileIO (Iceberg's ``SeekableInputStream``):
-    pyarrow's Parquet reader then fetches the footer and the column chunks it needs, not the whole file."""
+class NotParquetError(ValueError):
+    """A file that does not end in Parquet's magic bytes."""
 
-    def __init__(self, table: Any, location: str) -> None:
-        super().__init__()
-        input_file = table.io().newInputFile(location)
-        self._length = int(input_file.getLength())
-        self._stream = input_file.newStream()
-        self._position = 0
 
-    def readable(self) -> bool:
-        return True
+def sparse_local_copy(spark: Any, table: Any, location: str, target: str, *, field_ids: Collection[int] = (),
+                      names: Collection[str] = ()) -> str:
+    """A local copy of the Parquet file at ``location`` (read through the table's FileIO) at ``target``, holding
+    the footer and the column chunks of the top-level columns with one of ``field_ids`` (Parquet field ids) or
+    ``names``; the rest of the file is a hole of the same length, so pyarrow reads those columns from it as from the
+    original. The bytes are copied inside the JVM (Iceberg's ``SeekableInputStream`` into a ``RandomAccessFile``):
+    bytes handed to Python over py4j cross at a few MB/s, and only the needed ranges are fetched from an object
+    store. Returns ``target``."""
+    import pyarrow.parquet as pq
 
-    def seekable(self) -> bool:
-        return True
+    j = spark.sparkContext._jvm
+    input_file = table.io().newInputFile(location)
+    length = int(input_file.getLength())
+    stream = input_file.newStream()
+    copy_file = j.java.io.RandomAccessFile(target, "rw")
+    try:
+        copy_file.setLength(length)
+        # FileChannel.transferFrom loops in the JVM; a byte[] would not do: py4j passes arrays by value.
+        source, sink = j.java.nio.channels.Channels.newChannel(stream), copy_file.getChannel()
 
-    def tell(self) -> int:
-        return self._position
+        def copy(start: int, size: int) -> None:
+            stream.seek(start)
+            while size > 0:
+                moved = int(sink.transferFrom(source, start, size))
+                if moved <= 0:
+                    raise NotParquetError(f"{location} ended before byte {start + size}")
+                start += moved
+                size -= moved
 
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._length}[whence]
-        position = base + offset
-        if position < 0:
-            raise ValueError(f"negative seek position {position}")
-        self._stream.seek(position)
-        self._position = position
-        return position
+        if length < 12:
+            raise NotParquetError(f"{location} is too short for a Parquet file")
+        stream.seek(length - 8)
+        tail = _read_n(stream, 8)
+        footer = int.from_bytes(tail[:4], "little")
+        if tail[4:] != b"PAR1" or footer + 12 > length:
+            raise NotParquetError(f"{location} is not a Parquet file")
+        copy(0, 4)
+        copy(length - 8 - footer, footer + 8)
+        metadata = pq.read_metadata(target)
+        for start, size in _merged(column_chunk_ranges(metadata, set(field_ids), set(names))):
+            copy(start, size)
+    finally:
+        copy_file.close()
+        stream.close()
+    return target
 
-    def read(self, size: int = -1) -> bytes:  # type: ignore[override]
-        wanted = self._length - self._position if size is None or size < 0 else size
-        data = _read_n(self._stream, max(0, min(wanted, self._length - self._position)))
-        self._position += len(data)
-        return data
 
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+def _leaf_count(arrow_type: Any) -> int:
+    import pyarrow.types as t
 
-    def close(self) -> None:
-        if not self.closed:
-            self._stream.close()
-        super().close()
+    if t.is_struct(arrow_type):
+        return sum(_leaf_count(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    if t.is_map(arrow_type):
+        return _leaf_count(arrow_type.key_type) + _leaf_count(arrow_type.item_type)
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
+        return _leaf_count(arrow_type.value_type)
+    return 1
+
+
+def column_chunk_ranges(metadata: Any, field_ids: set[int], names: set[str]) -> list[tuple[int, int]]:
+    """(offset, length) of every column chunk, in every row group, of the top-level columns of the Parquet file
+    ``metadata`` (pyarrow's ``FileMetaData``) whose field id is in ``field_ids`` or name in ``names``. Leaves are
+    assigned to top-level columns by their order (a dotted leaf path cannot tell ``a.b`` the column from ``b`` in
+    ``a``)."""
+    schema = metadata.schema.to_arrow_schema()
+    leaves: list[int] = []
+    first = 0
+    for f in schema:
+        count = _leaf_count(f.type)
+        raw = (f.metadata or {}).get(b"PARQUET:field_id")
+        if f.name in names or (raw is not None and int(raw) in field_ids):
+            leaves.extend(range(first, first + count))
+        first += count
+    out = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for leaf in leaves:
+            chunk = row_group.column(leaf)
+            start = chunk.data_page_offset
+            if chunk.has_dictionary_page and chunk.dictionary_page_offset:
+                start = min(start, chunk.dictionary_page_offset)
+            out.append((int(start), int(chunk.total_compressed_size)))
+    return out
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, size in sorted(ranges):
+        if out and start <= out[-1][0] + out[-1][1]:
+            last_start, last_size = out[-1]
+            out[-1] = (last_start, max(last_size, start + size - last_start))
+        else:
+            out.append((start, size))
+    return out
 
 
 def _file_columns(arrow_schema: Any, spark_schema: Any) -> list[str | None]:

@@ -36,8 +36,9 @@ spec's rules say apply.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from compaction.core.applicability import MinorScope, PlacedData, PlacedDelete, decide_minor
 from compaction.core.errors import CommitConflictError, CommitValidationError, UnsupportedTableError
@@ -45,9 +46,20 @@ from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, P
 from compaction.core.policy import MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT
 from compaction.spark import jvm as J
 from compaction.spark.compat import read_at_snapshot
-from compaction.spark.driver_match import DriverMatchUnsupported, KeyColumns, match_equality_deletes
+from compaction.spark.driver_match import (
+    DriverMatchUnsupported,
+    KeyColumns,
+    OpenFile,
+    match_equality_deletes,
+    read_position_deletes,
+)
 from compaction.spark.equality_deletes import arrow_type
-from compaction.spark.file_io_reads import FileIOInput, read_parquet_through_file_io, spark_can_read
+from compaction.spark.file_io_reads import (
+    NotParquetError,
+    read_parquet_through_file_io,
+    sparse_local_copy,
+    spark_can_read,
+)
 from compaction.spark.major import PLAN_PROPERTY, TASK_PROPERTY, find_tagged_snapshot
 from compaction.spark.minor_write import (  # noqa: F401  (writers re-exported: the test rig imports them from here)
     describe_files,
@@ -318,7 +330,8 @@ def driver_matched_positions(spark: Any, table: Any, work: _Work, *, max_rows: i
     do it: more than ``max_rows`` rows in the data files and equality deletes read, a key column nested or of a type
     the driver does not compare (``_DRIVER_MATCH_TYPES``), or data files whose columns a field-id read could get
     wrong (:func:`_field_id_read_blocker`). Files are read by local path, or through the table's FileIO (only the
-    key columns' chunks are fetched; ``through_file_io``: even where a local path would do)."""
+    key columns' chunks are fetched, see :func:`_driver_files`; ``through_file_io``: even where a local path would
+    do)."""
     import logging
 
     if max_rows <= 0 or not work.eq_targets:
@@ -351,17 +364,37 @@ def driver_matched_positions(spark: Any, table: Any, work: _Work, *, max_rows: i
     if _field_id_read_blocker(spark, table, work, field_ids, _table_metadata(spark, table)) is not None:
         return None
     locations = [*work.eq_targets, *(ref[0] for ref in key_of)]
-    local = not through_file_io and spark_can_read(spark, table, locations) and all(
-        _local_path(loc) is not None for loc in locations)
-
-    def open_file(location: str) -> Any:
-        return _local_path(location) if local else FileIOInput(table, location)
-
     try:
-        return match_equality_deletes(open_file, work.eq_targets, key_of)
+        with _driver_files(spark, table, locations, through_file_io) as open_file:
+            return match_equality_deletes(open_file, work.eq_targets, key_of)
     except DriverMatchUnsupported as e:
         logging.getLogger(__name__).info("equality deletes matched in Spark, not on the driver: %s", e)
         return None
+
+
+@contextmanager
+def _driver_files(spark: Any, table: Any, locations: list[str], through_file_io: bool) -> Iterator[OpenFile]:
+    """How the driver opens ``locations``: by local path where Spark's file sources would open them on a local file
+    system, else (``through_file_io`` always) a sparse local copy of the columns read, fetched through the table's
+    FileIO into a temporary directory that lives as long as the context."""
+    import tempfile
+
+    local = not through_file_io and spark_can_read(spark, table, locations) and all(
+        _local_path(loc) is not None for loc in locations)
+    if local:
+        yield lambda location, field_ids, names: _local_path(location)
+        return
+    with tempfile.TemporaryDirectory(prefix="icecompact-minor-") as directory:
+        copies = iter(range(1 << 62))
+
+        def open_file(location: str, field_ids: frozenset[int], names: frozenset[str]) -> str:
+            target = f"{directory}/{next(copies)}.parquet"
+            try:
+                return sparse_local_copy(spark, table, location, target, field_ids=field_ids, names=names)
+            except NotParquetError as e:
+                raise DriverMatchUnsupported(str(e)) from e
+
+        yield open_file
 
 
 def _local_path(location: str) -> str | None:
@@ -603,6 +636,21 @@ def absorbed_positions(spark: Any, work: _Work, table: Any = None) -> Any:
     return raw.join(F.broadcast(live), F.col("file_path") == F.col("__file")).select("file_path", "pos")
 
 
+def absorbed_position_rows(spark: Any, work: _Work, table: Any, *, driver_max_rows: int,
+                           through_file_io: bool = False) -> dict[str, set[int]]:
+    """:func:`absorbed_positions` collected: read on the driver when the Parquet position-delete files hold at most
+    ``driver_max_rows`` rows (a Spark job's fixed cost is most of reading a few small files), else in Spark."""
+    parquet = [d for d in work.positional.values() if delete_kind(d) is DeleteContent.POSITION]
+    if not parquet:
+        return {}
+    if 0 < sum(int(d.recordCount()) for d in parquet) <= driver_max_rows:
+        _check_formats(parquet, "position delete file")
+        locations = sorted({str(d.location()) for d in parquet})
+        with _driver_files(spark, table, locations, through_file_io) as open_file:
+            return read_position_deletes(open_file, locations, work.data_files)
+    return collect_positions(absorbed_positions(spark, work, table))
+
+
 def collect_positions(frame: Any) -> dict[str, set[int]]:
     """(data path -> positions) of a (file_path, pos) DataFrame or of :func:`matched_positions`' tagged result."""
     out: dict[str, set[int]] = {}
@@ -669,6 +717,7 @@ class PreparedMinor:
     work: _Work
     positions: dict[str, list[int]]
     converted_rows: int
+    driver_max_rows: int = MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT  # the policy's, for the rows read when rebased
 
     def still_valid_for(self, files: PartitionFiles, target_of: Callable[[Any], str | None]) -> bool:
         """``target_of``: the one data file a position delete / DV names, or None when metadata cannot tell
@@ -746,7 +795,7 @@ class PreparedMinor:
 
     def rebased_in(self, spark: Any, table: Any, files: PartitionFiles) -> PreparedMinor | None:
         """:meth:`rebased_work` with Iceberg's placement of position deletes, the new Parquet position deletes' rows
-        read (one small Spark job, instead of matching the equality deletes against the data again)."""
+        read (a small read, instead of matching the equality deletes against the data again)."""
         moved = self.rebased_work(files, lambda d: position_delete_target(spark, d))
         if moved is None:
             return None
@@ -754,10 +803,11 @@ class PreparedMinor:
         positions = {path: set(rows) for path, rows in self.positions.items()}
         if parquet:
             new_rows = _Work({}, {}, {delete_ref(d): d for d in parquet}, work.data_files, {})
-            positions = {path: set(rows) for path, rows in union_positions(
-                positions, collect_positions(absorbed_positions(spark, new_rows, table))).items()}
+            new_positions = absorbed_position_rows(spark, new_rows, table, driver_max_rows=self.driver_max_rows)
+            positions = {path: set(rows) for path, rows in union_positions(positions, new_positions).items()}
         return PreparedMinor(files.snapshot_id or self.snapshot_id, files, work,
-                             {path: sorted(rows) for path, rows in positions.items()}, self.converted_rows)
+                             {path: sorted(rows) for path, rows in positions.items()}, self.converted_rows,
+                             self.driver_max_rows)
 
     def usable_in(self, spark: Any, table: Any, files: PartitionFiles) -> PreparedMinor | None:
         """This read as it is, or moved onto ``files`` (:meth:`rebased_in`), or None: read again."""
@@ -783,14 +833,14 @@ def prepare_group(spark: Any, table: Any, table_ref: str, keyed: list[tuple[Part
     merged = merge_works(works.values())
     matched = equality_matched_positions(spark, table, table_ref, base_id, row_filter, merged,
                                          driver_max_rows=driver_max_rows)
-    absorbed = collect_positions(absorbed_positions(spark, merged, table))
+    absorbed = absorbed_position_rows(spark, merged, table, driver_max_rows=driver_max_rows)
     positions = union_positions(matched, absorbed)
     out = {}
     for key, work in works.items():
         work.described.update({p: merged.described[p] for p in work.data_files if p in merged.described})
         mine = {p: positions[p] for p in work.data_files if p in positions}
         converted = sum(len(matched.get(p, ())) for p in work.eq_targets)
-        out[key] = PreparedMinor(base_id, scans[key], work, mine, converted)
+        out[key] = PreparedMinor(base_id, scans[key], work, mine, converted, driver_max_rows)
     return out
 
 
@@ -866,7 +916,7 @@ def minor_compact(spark: Any, table: Any, expression: Any, row_filter: Any, key:
         matched = equality_matched_positions(spark, table, table_ref, int(base_id), row_filter, work,
                                              driver_max_rows=driver_max_rows)
         # Position rows of absorbed Parquet files (v2, or a v3 table upgraded from v2); DVs are merged in Java.
-        absorbed = collect_positions(absorbed_positions(spark, work, table))
+        absorbed = absorbed_position_rows(spark, work, table, driver_max_rows=driver_max_rows)
         positions = union_positions(matched, absorbed)
         converted_rows = sum(len(matched.get(p, ())) for p in work.eq_targets)
     change = PartitionChange(key, expression, before, work, positions, converted_rows)

@@ -87,9 +87,19 @@ def test_v2_minor_then_selective_major_on_s3(spark, rest_catalog: CatalogConfig,
         return original_static(spark_, table_, metadata_file, snapshot_id)
 
     monkeypatch.setattr(group_reads, "static_table_frame", recorded_static)
+    # The equality deletes are matched on the driver, the key columns copied out of S3 through the table's FileIO.
+    copied: list[str] = []
+    original_copy = minor_module.sparse_local_copy
+
+    def recorded_copy(spark_, table_, location, target, **columns):  # type: ignore[no-untyped-def]
+        copied.append(location)
+        return original_copy(spark_, table_, location, target, **columns)
+
+    monkeypatch.setattr(minor_module, "sparse_local_copy", recorded_copy)
     minors = compact_in_process(spark, rest_catalog, "s3v2.t", CompactionMode.MINOR, level=ValidationLevel.CHECKSUM,
                                 overrides=overrides, now=NOW, clean=True).partitions
     assert static_loads and all(m.startswith("s3://") for m in static_loads), static_loads
+    assert copied and all(location.startswith("s3://") for location in copied), copied
     assert all(p.kind == "minor" for p in minors)
     assert sum(p.rewritten_data_files for p in minors) > 0, "no fragment was merged"
     assert sum(p.converted_rows for p in minors) > 0, "no equality delete was converted"

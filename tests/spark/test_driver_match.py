@@ -61,7 +61,7 @@ def test_files_are_read_by_field_id_at_the_current_type_and_only_applicable_dele
     one = KeyColumns((1,), (pa.int64(),))
     two = KeyColumns((1, 3), (pa.int64(), pa.decimal128(12, 2)))
     eq_targets = {old: {(by_id, -1), (pair, -1)}, new: {(pair, -1)}}  # eq1 does not apply to the new file
-    got = match_equality_deletes(lambda location: location, eq_targets, {(by_id, -1): one, (pair, -1): two})
+    got = match_equality_deletes(lambda location, ids, names: location, eq_targets, {(by_id, -1): one, (pair, -1): two})
     # old: id 1 (positions 0, 5) and the null id (3) by eq1; (2, null) by eq2 at position 1 (amount missing: null).
     # new: (2, null) at 1 and (5, 2.50) at 2 by eq2; id 1 and the null id are not deleted there.
     assert got == {old: {0, 1, 3, 5}, new: {1, 2}}
@@ -72,7 +72,7 @@ def test_a_value_that_would_change_in_the_cast_is_not_matched_but_refused(tmp_pa
     deletes = _write(tmp_path / "e.parquet", [_field("id", pa.int64(), 1)], [[2 ** 40]])
     key = KeyColumns((1,), (pa.int32(),))
     with pytest.raises(DriverMatchUnsupported):
-        match_equality_deletes(lambda location: location, {data: {(deletes, -1)}}, {(deletes, -1): key})
+        match_equality_deletes(lambda location, ids, names: location, {data: {(deletes, -1)}}, {(deletes, -1): key})
 
 
 def test_files_without_field_ids_are_left_to_spark(tmp_path: Path) -> None:
@@ -81,4 +81,15 @@ def test_files_without_field_ids_are_left_to_spark(tmp_path: Path) -> None:
     deletes = _write(tmp_path / "e.parquet", [_field("id", pa.int64(), 1)], [[2]])
     key = KeyColumns((1,), (pa.int64(),))
     with pytest.raises(DriverMatchUnsupported):
-        match_equality_deletes(lambda location: location, {str(data): {(deletes, -1)}}, {(deletes, -1): key})
+        match_equality_deletes(lambda location, ids, names: location, {str(data): {(deletes, -1)}}, {(deletes, -1): key})
+
+
+def test_position_deletes_are_read_for_the_live_data_files_only(tmp_path: Path) -> None:
+    from compaction.spark.driver_match import read_position_deletes
+
+    first = tmp_path / "p1.parquet"
+    pq.write_table(pa.table({"file_path": ["a", "a", "b", "gone"], "pos": pa.array([3, 5, 0, 9], pa.int64())}), first)
+    second = tmp_path / "p2.parquet"
+    pq.write_table(pa.table({"file_path": ["b", "c"], "pos": pa.array([7, 1], pa.int64())}), second)
+    got = read_position_deletes(lambda location, ids, names: location, [str(first), str(second)], ["a", "b"])
+    assert got == {"a": {3, 5}, "b": {0, 7}}
