@@ -142,6 +142,18 @@ def read_key_columns(source: Any, key: KeyColumns) -> list[Any]:
 OpenFile = Callable[[str, frozenset[int], frozenset[str]], Any]
 
 
+def equality_reads(eq_targets: Mapping[str, Iterable[DeleteRef]],
+                   key_of: Mapping[DeleteRef, KeyColumns]) -> dict[str, frozenset[int]]:
+    """The files :func:`match_equality_deletes` reads and the field ids of the columns it reads from each: to fetch
+    them ahead (object stores)."""
+    reads: dict[str, set[int]] = {}
+    for path, refs in eq_targets.items():
+        for ref in refs:
+            reads.setdefault(ref[0], set()).update(key_of[ref].field_ids)
+            reads.setdefault(path, set()).update(key_of[ref].field_ids)
+    return {location: frozenset(ids) for location, ids in reads.items()}
+
+
 def match_equality_deletes(open_file: OpenFile, eq_targets: Mapping[str, Iterable[DeleteRef]],
                            key_of: Mapping[DeleteRef, KeyColumns]) -> dict[str, set[int]]:
     """Positions (data path -> ordinals) of the rows of every data file of ``eq_targets`` that an equality delete

@@ -50,6 +50,7 @@ from compaction.spark.driver_match import (
     DriverMatchUnsupported,
     KeyColumns,
     OpenFile,
+    equality_reads,
     match_equality_deletes,
     read_position_deletes,
 )
@@ -363,36 +364,53 @@ def driver_matched_positions(spark: Any, table: Any, work: _Work, *, max_rows: i
     field_ids = {fid for key in key_of.values() for fid in key.field_ids}
     if _field_id_read_blocker(spark, table, work, field_ids, _table_metadata(spark, table)) is not None:
         return None
-    locations = [*work.eq_targets, *(ref[0] for ref in key_of)]
+    columns = {location: (ids, frozenset[str]()) for location, ids in equality_reads(work.eq_targets, key_of).items()}
     try:
-        with _driver_files(spark, table, locations, through_file_io) as open_file:
+        with _driver_files(spark, table, columns, through_file_io) as open_file:
             return match_equality_deletes(open_file, work.eq_targets, key_of)
     except DriverMatchUnsupported as e:
         logging.getLogger(__name__).info("equality deletes matched in Spark, not on the driver: %s", e)
         return None
 
 
-@contextmanager
-def _driver_files(spark: Any, table: Any, locations: list[str], through_file_io: bool) -> Iterator[OpenFile]:
-    """How the driver opens ``locations``: by local path where Spark's file sources would open them on a local file
-    system, else (``through_file_io`` always) a sparse local copy of the columns read, fetched through the table's
-    FileIO into a temporary directory that lives as long as the context."""
-    import tempfile
+#: Files fetched at once through the table's FileIO for a driver-side read: an object store's latency is per
+#: request, and each file takes a few (footer, column chunks).
+_DRIVER_FETCH_THREADS = 8
 
-    local = not through_file_io and spark_can_read(spark, table, locations) and all(
-        _local_path(loc) is not None for loc in locations)
+
+@contextmanager
+def _driver_files(spark: Any, table: Any, columns: Mapping[str, tuple[frozenset[int], frozenset[str]]],
+                  through_file_io: bool) -> Iterator[OpenFile]:
+    """How the driver opens the files of ``columns`` (location -> field ids and names of the columns read): by local
+    path where Spark's file sources would open them on a local file system, else (``through_file_io`` always) a
+    sparse local copy of those columns (:func:`compaction.spark.file_io_reads.sparse_local_copy`), all fetched ahead
+    in parallel through the table's FileIO into a temporary directory that lives as long as the context."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = not through_file_io and spark_can_read(spark, table, list(columns)) and all(
+        _local_path(loc) is not None for loc in columns)
     if local:
         yield lambda location, field_ids, names: _local_path(location)
         return
     with tempfile.TemporaryDirectory(prefix="icecompact-minor-") as directory:
-        copies = iter(range(1 << 62))
+        targets = {location: f"{directory}/{i}.parquet" for i, location in enumerate(sorted(columns))}
 
-        def open_file(location: str, field_ids: frozenset[int], names: frozenset[str]) -> str:
-            target = f"{directory}/{next(copies)}.parquet"
+        def fetch(location: str) -> str:
+            ids, names = columns[location]
             try:
-                return sparse_local_copy(spark, table, location, target, field_ids=field_ids, names=names)
+                return sparse_local_copy(spark, table, location, targets[location], field_ids=ids, names=names)
             except NotParquetError as e:
                 raise DriverMatchUnsupported(str(e)) from e
+
+        with ThreadPoolExecutor(max_workers=min(_DRIVER_FETCH_THREADS, max(1, len(columns)))) as pool:
+            fetched = dict(zip(targets, pool.map(fetch, targets)))
+
+        def open_file(location: str, field_ids: frozenset[int], names: frozenset[str]) -> str:
+            wanted_ids, wanted_names = columns[location]
+            if not (field_ids <= wanted_ids and names <= wanted_names):
+                raise ValueError(f"{location}: columns {sorted(field_ids)} {sorted(names)} were not fetched")
+            return fetched[location]
 
         yield open_file
 
@@ -646,7 +664,8 @@ def absorbed_position_rows(spark: Any, work: _Work, table: Any, *, driver_max_ro
     if 0 < sum(int(d.recordCount()) for d in parquet) <= driver_max_rows:
         _check_formats(parquet, "position delete file")
         locations = sorted({str(d.location()) for d in parquet})
-        with _driver_files(spark, table, locations, through_file_io) as open_file:
+        columns = {location: (frozenset[int](), frozenset({"file_path", "pos"})) for location in locations}
+        with _driver_files(spark, table, columns, through_file_io) as open_file:
             return read_position_deletes(open_file, locations, work.data_files)
     return collect_positions(absorbed_positions(spark, work, table))
 
