@@ -22,6 +22,7 @@ TABLE = [
     ("minor_delete_file_count", "compaction.minor.delete-file-count", 5),
     ("minor_on_equality_deletes", "compaction.minor.on-equality-deletes", True),
     ("minor_max_position_deletes_per_file", "compaction.minor.max-position-deletes-per-file", 1),
+    ("minor_driver_match_max_rows", "compaction.minor.driver-match-max-rows", 4_000_000),
     ("target_file_size_bytes", "compaction.target-file-size-bytes", 128 * MiB),
     ("min_file_size_bytes", "compaction.min-file-size-bytes", 96 * MiB),
     ("max_bytes_per_run", "compaction.max-bytes-per-run", 100 * 1024 * MiB),
