@@ -308,7 +308,8 @@ def _promoted_field_ids(metadata: Mapping[str, Any], field_ids: Iterable[int]) -
 
 
 # Iceberg types whose values the driver compares exactly as Iceberg's readers do. Floats are left to Spark: Iceberg
-# compares them as Java's Float.equals (NaN equal to NaN, -0.0 unequal to 0.0), Arrow's hash set does not.
+# compares them as Java's Float.equals does (NaN equal to NaN, -0.0 unequal to 0.0), which the driver's Arrow hash
+# set is not checked against.
 _DRIVER_MATCH_TYPES = frozenset({"BOOLEAN", "INTEGER", "LONG", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_NANO",
                                  "STRING", "BINARY", "DECIMAL", "FIXED"})
 
