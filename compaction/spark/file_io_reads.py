@@ -9,6 +9,9 @@ here instead, on the driver, through ``table.io()`` (the bytes cross py4j in chu
 to Spark as a small DataFrame. Delete files only: they are the broadcast side of MINOR's joins already, so they are
 meant to fit on the driver. Data files are read through Iceberg's own reader (``_file``/``_pos``) in that case, see
 :func:`compaction.spark.minor.matched_positions`.
+
+For the driver-side MINOR read (:mod:`compaction.spark.driver_match`), :func:`sparse_local_copy` fetches only a file's
+footer and the column chunks read, data files included, into a sparse local file, copied inside the JVM.
 """
 
 from __future__ import annotations
