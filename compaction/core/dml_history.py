@@ -13,7 +13,8 @@ failing a DML fell: a DML failed by us is retried, so its gap is no measure of t
 commit of ours landing in ``commit_in_s`` falls in the quiet part of the cycle (commit), in the part where a DML is
 likely running (wait for its commit, then commit), or whether no waiting helps (no DML in the history, DML back to
 back, or our commit outlasting the quiet part: commit). A writer whose rhythm is not known yet gets our commits only
-right after its commits.
+right after its commits; so does a writer with a single DML commit, for a shorter while and one wait only (it may be
+a one-off DELETE, or the first run of a job whose second run is under way).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ __all__ = [
     "DML_DURATION_MIN_S",
     "DML_OPERATIONS",
     "DmlCadence",
+    "LONE_DML_HORIZON_S",
+    "LONE_DML_MAX_WAIT_S",
     "RECENT_DML_COMMITS",
     "SUMMARY_KEYS",
     "SnapshotView",
@@ -74,6 +77,12 @@ UNKNOWN_RHYTHM_QUIET_S = 10.0
 UNKNOWN_RHYTHM_MAX_WAIT_S = 90.0
 #: ... unless it has not committed for this long.
 UNKNOWN_RHYTHM_HORIZON_S = 300.0
+#: A single DML commit in the history: the first run of a job on a cadence, or a one-off. Commits of ours landing
+#: later than :data:`UNKNOWN_RHYTHM_QUIET_S` after it wait for a second DML commit at most this long ...
+LONE_DML_MAX_WAIT_S = 60.0
+#: ... only while it is this recent, and only until one commit failing DML has landed after that quiet part
+#: (``DmlCadence.disrupted_after_quiet``): a one-off DELETE costs one wait, not one per commit.
+LONE_DML_HORIZON_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,8 @@ class DmlCadence:
     typical_gap_s: float | None
     jitter_s: float
     commits: int
+    #: A commit failing DML landed later than :data:`UNKNOWN_RHYTHM_QUIET_S` after the last DML commit.
+    disrupted_after_quiet: bool = False
 
 
 def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
@@ -129,6 +140,7 @@ def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
     if not times:
         return None
     disrupting = [s.committed_at for s in ordered if fails_dml_in_flight(s)]
+    disrupted_after_quiet = bool(disrupting) and disrupting[-1] > times[-1] + UNKNOWN_RHYTHM_QUIET_S
     # A commit failing DML in the second half of a gap may have failed the DML that was to end it (retried later:
     # a longer gap); one in the first half landed before the next DML started (a DML runs a quarter of a gap, as
     # assumed below), as our commits timed by this rule do.
@@ -136,12 +148,14 @@ def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
             if later > earlier and bisect.bisect_right(disrupting, (earlier + later) / 2)
             == bisect.bisect_left(disrupting, later)]
     if not gaps:
-        return DmlCadence(last_at=times[-1], gap_s=None, typical_gap_s=None, jitter_s=0.0, commits=len(times))
+        return DmlCadence(last_at=times[-1], gap_s=None, typical_gap_s=None, jitter_s=0.0, commits=len(times),
+                          disrupted_after_quiet=disrupted_after_quiet)
     typical = statistics.median(gaps)
     # Twice the median absolute deviation: one late DML (a longer gap) does not widen it much.
     jitter = min(0.5 * typical, 2.0 * statistics.median(abs(g - typical) for g in gaps))
     # The shortest gap, not the typical one: a DML may start that soon after the last commit.
-    return DmlCadence(last_at=times[-1], gap_s=min(gaps), typical_gap_s=typical, jitter_s=jitter, commits=len(times))
+    return DmlCadence(last_at=times[-1], gap_s=min(gaps), typical_gap_s=typical, jitter_s=jitter, commits=len(times),
+                      disrupted_after_quiet=disrupted_after_quiet)
 
 
 def dml_duration_s(cadence: DmlCadence, policy: CompactionPolicy) -> float:
@@ -163,14 +177,19 @@ def decide_dml_window(cadence: DmlCadence | None, *, now: float, commit_in_s: fl
     since = max(0.0, now - cadence.last_at)  # another writer's clock may run ahead of ours
     lands_at = since + commit_in_s
     if cadence.gap_s is None or cadence.typical_gap_s is None:
-        if cadence.commits < 2:
-            # One DML commit is no sign of a writer that comes back (a one-off DELETE): waiting would only delay us.
-            return GateDecision(GateAction.COMMIT, "one DML commit in the table's recent history: no rhythm to time by")
-        if since > UNKNOWN_RHYTHM_HORIZON_S:
+        lone = cadence.commits < 2
+        if lone and cadence.disrupted_after_quiet:
+            # The one wait a single DML commit gets is spent: a one-off DELETE must not delay every commit after it.
+            return GateDecision(GateAction.COMMIT, "one DML commit in the table's recent history, and a commit of "
+                                "ours landed after it: no rhythm to time by")
+        if since > (LONE_DML_HORIZON_S if lone else UNKNOWN_RHYTHM_HORIZON_S):
             return GateDecision(GateAction.COMMIT, f"the table's DML writers have not committed for {since:.0f} s")
         if lands_at <= UNKNOWN_RHYTHM_QUIET_S:
             return GateDecision(GateAction.COMMIT, f"lands {lands_at:.0f} s after the table's last DML commit (their "
                                 "rhythm is not known yet)")
+        if lone:
+            return _wait_or_commit(min(float(policy.yield_max_wait_seconds), LONE_DML_MAX_WAIT_S), waited_s, poll_s,
+                                   "one DML commit so far: its job may run again", since)
         return _wait_or_commit(min(float(policy.yield_max_wait_seconds), UNKNOWN_RHYTHM_MAX_WAIT_S), waited_s, poll_s,
                                "a DML writer commits to this table, its rhythm not known yet", since)
     gap, typical = cadence.gap_s, cadence.typical_gap_s

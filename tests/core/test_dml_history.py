@@ -7,6 +7,8 @@ import pytest
 
 from compaction.core.dml_history import (
     DML_DURATION_MIN_S,
+    LONE_DML_HORIZON_S,
+    LONE_DML_MAX_WAIT_S,
     SnapshotView,
     decide_dml_window,
     decide_work_start,
@@ -89,8 +91,8 @@ def test_a_gap_with_a_commit_of_ours_in_it_is_no_measure_of_the_rhythm() -> None
 
 def test_a_writer_whose_rhythm_is_unknown_gets_commits_right_after_its_commits_only() -> None:
     single = dml_cadence(history(100))
-    assert single is not None  # a one-off DELETE: no writer to wait for
-    assert decide_dml_window(single, now=130, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    assert single is not None and single.commits == 1 and not single.disrupted_after_quiet
+    assert decide_dml_window(single, now=105, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.COMMIT
     one = dml_cadence(sorted([*history(40, 100), ours(90)], key=lambda s: s.committed_at))
     assert one is not None and one.gap_s is None
     right_after = decide_dml_window(one, now=103, commit_in_s=3, waited_s=0, policy=POLICY)
@@ -102,6 +104,34 @@ def test_a_writer_whose_rhythm_is_unknown_gets_commits_right_after_its_commits_o
     assert decide_dml_window(one, now=100 + 301, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.COMMIT
     no_wait = CompactionPolicy.resolve({"compaction.yield.max-wait": "0"})
     assert decide_dml_window(one, now=130, commit_in_s=3, waited_s=0, policy=no_wait).commits
+
+
+def test_a_single_dml_commit_is_waited_for_once_and_briefly() -> None:
+    # The first run of a job on a cadence, or a one-off DELETE: a commit landing after the quiet part waits for a
+    # second DML commit (the job's next run) ...
+    single = dml_cadence(history(100))
+    waiting = decide_dml_window(single, now=125, commit_in_s=3, waited_s=0, policy=POLICY)
+    assert waiting.action is GateAction.WAIT and "one DML commit" in waiting.reason
+    # ... at most LONE_DML_MAX_WAIT_S, and not past the policy's bound ...
+    assert decide_dml_window(single, now=125, commit_in_s=3, waited_s=59, policy=POLICY).action is GateAction.WAIT
+    gave_up = decide_dml_window(single, now=125, commit_in_s=3, waited_s=LONE_DML_MAX_WAIT_S, policy=POLICY)
+    assert gave_up.action is GateAction.COMMIT_ANYWAY
+    short = CompactionPolicy.resolve({"compaction.yield.max-wait": "20"})
+    assert decide_dml_window(single, now=125, commit_in_s=3, waited_s=20, policy=short).action is GateAction.COMMIT_ANYWAY
+    # ... only while that commit is recent ...
+    assert decide_dml_window(single, now=100 + LONE_DML_HORIZON_S + 1, commit_in_s=3, waited_s=0,
+                             policy=POLICY).action is GateAction.COMMIT
+    # ... and once: after a commit of ours landed past the quiet part, a one-off DELETE delays nothing more.
+    spent = dml_cadence(sorted([*history(100), ours(111)], key=lambda s: s.committed_at))
+    assert spent is not None and spent.disrupted_after_quiet
+    assert decide_dml_window(spent, now=125, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    quiet = dml_cadence(sorted([*history(100), ours(106)], key=lambda s: s.committed_at))
+    assert quiet is not None and not quiet.disrupted_after_quiet
+    assert decide_dml_window(quiet, now=125, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.WAIT
+    # The job's second commit, after the wait, makes its rhythm known.
+    second = dml_cadence(sorted([*history(100, 135), ours(106)], key=lambda s: s.committed_at))
+    assert second is not None and second.gap_s == pytest.approx(35)
+    assert decide_dml_window(second, now=136, commit_in_s=3, waited_s=10, policy=POLICY).action is GateAction.COMMIT
 
 
 def test_the_time_our_commit_takes_to_land_counts() -> None:
