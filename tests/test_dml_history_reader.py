@@ -5,14 +5,25 @@ writers makes the table's cadence."""
 from __future__ import annotations
 
 import datetime as dt
+import time
+from types import SimpleNamespace
 
 from compaction.catalog import CatalogConfig
 from compaction.core.dml_history import dml_cadence, fails_dml_in_flight, is_validating_dml
 from compaction.core.plan import CompactionMode
+from compaction.core.policy import CompactionPolicy
 from compaction.core.posthoc import PLAN_PROPERTY
 from compaction.demo.workload import WorkloadSpec, generate
 from compaction.spark import jvm as J
-from compaction.spark.gate import LANDING_DEFAULT_S, LANDING_SAMPLES, _History
+from compaction.spark.gate import (
+    LANDING_DEFAULT_S,
+    LANDING_SAMPLES,
+    _History,
+    _history_of,
+    commit_window,
+    gated,
+    wait_before_work,
+)
 from icecompact_testing.inprocess import compact_in_process
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -77,3 +88,33 @@ def test_a_rewrite_is_expected_to_work_as_long_as_the_recent_ones_of_its_kind_ty
     for _ in range(LANDING_SAMPLES):
         history.worked("minor file rewrite", 2.0)
     assert history.work_s("minor file rewrite") == 2.0  # only the recent ones count
+
+
+def test_a_rewrites_work_is_timed_from_its_start_decision_to_its_commit_window() -> None:
+    # What the start decision needs is everything between it and the commit window: the scans and the action's
+    # planning before the rewrite count as much as the writing.
+    plan = SimpleNamespace(table=SimpleNamespace(dotted="db.work_timing"), policy=CompactionPolicy())
+    with gated(None, plan):  # type: ignore[arg-type]
+        history = _history_of("db.work_timing")
+        assert not wait_before_work("major", table=None)  # nothing measured yet: starts at once
+        time.sleep(0.2)
+        with commit_window("a conversion", table=None, work_of=None):
+            pass
+        assert history.work_s("major") is None  # not a rewrite's commit
+        with commit_window("file rewrite", table=None, work_of="minor file rewrite"):
+            pass
+        assert history.work_s("minor file rewrite") is None  # not the rewrite that started
+        with commit_window("file rewrite", table=None, work_of="major"):
+            pass
+        measured = history.work_s("major")
+        assert measured is not None and measured >= 0.2
+        with commit_window("file rewrite", table=None, work_of="major"):
+            pass
+        assert history.work_s("major") == measured  # one start, one measure
+    off = SimpleNamespace(table=SimpleNamespace(dotted="db.work_timing_off"),
+                          policy=CompactionPolicy.resolve({"compaction.yield.dml-history": "false"}))
+    with gated(None, off):  # type: ignore[arg-type]
+        assert not wait_before_work("major", table=None)
+        with commit_window("file rewrite", table=None, work_of="major"):
+            pass
+        assert _history_of("db.work_timing_off").work_s("major") is None

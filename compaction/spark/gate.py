@@ -39,7 +39,7 @@ HISTORY_SNAPSHOTS_MAX = 1000
 #: How long a commit of ours takes from the window's decision to landing (Iceberg's commit: manifests written,
 #: validation, retries against concurrent commits), before one has been measured on the table ...
 LANDING_DEFAULT_S = 3.0
-#: ... and how many recent landings (and rewrites' work, see :func:`timed_work`) the estimate is taken from.
+#: ... and how many recent landings (and rewrites' work, see :func:`wait_before_work`) the estimate is taken from.
 LANDING_SAMPLES = 8
 #: The kinds of rewrite whose work is timed apart (a fragment merge takes a second where a MAJOR takes several):
 #: a full MAJOR, and the file rewrite of a selective MINOR / MAJOR.
@@ -62,6 +62,9 @@ class _Bound:
 
 
 _BOUND: ContextVar[_Bound | None] = ContextVar("icecompact_commit_gate", default=None)
+#: The rewrite whose work :func:`wait_before_work` let start in this context, and when: its commit window records
+#: how long the work took.
+_WORK_STARTED: ContextVar[tuple[str, float] | None] = ContextVar("icecompact_work_started", default=None)
 
 
 @contextlib.contextmanager
@@ -212,36 +215,29 @@ def _wait_for_dml_window(bound: _Bound, table: Any, what: str, history: _History
 
 def wait_before_work(kind: str, *, table: Any) -> bool:
     """Before the work of a rewrite of ``kind`` (:data:`REWRITE_KINDS`) reads its base (``table``: the Java table).
-    Once the table's rewrites of that kind have a typical duration (:func:`timed_work`), the work starts only where
-    it and its commit fit before the next DML of another writer is expected to start, or else after that DML's
-    commit (compaction.core.dml_history.decide_work_start): a DML committing during the work deletes rows of files
-    the rewrite replaces, Iceberg then refuses the rewrite's commit, and the work is thrown away. Returns whether it
-    waited (``table`` is then refreshed: the caller reads its base again)."""
+    Once the table's rewrites of that kind have a typical duration, the work starts only where it and its commit fit
+    before the next DML of another writer is expected to start, or else after that DML's commit
+    (compaction.core.dml_history.decide_work_start): a DML committing during the work deletes rows of files the
+    rewrite replaces, Iceberg then refuses the rewrite's commit, and the work is thrown away. The duration is what
+    the decision is about: from here to the rewrite's commit window (``commit_window(..., work_of=kind)``), the
+    scans and planning before the action included. Returns whether it waited (``table`` is then refreshed: the
+    caller reads its base again)."""
     bound = _BOUND.get()
     if bound is None or not bound.policy.yield_dml_history:
         return False
     history = _history_of(bound.table_ref)
     expected = history.work_s(kind)
-    if expected is None:
-        return False
-    return _wait_for_dml_window(bound, table, f"{kind} (before writing)", history, work_s=expected)
+    waited = (expected is not None
+              and _wait_for_dml_window(bound, table, f"{kind} (before writing)", history, work_s=expected))
+    _WORK_STARTED.set((kind, time.monotonic()))
+    return waited
 
 
 @contextlib.contextmanager
-def timed_work(kind: str) -> Iterator[None]:
-    """Around a rewrite's work up to its commit: its duration is what :func:`wait_before_work` expects of the next
-    rewrite of ``kind``."""
-    bound = _BOUND.get()
-    started = time.monotonic()
-    yield
-    if bound is not None:
-        _history_of(bound.table_ref).worked(kind, time.monotonic() - started)
-
-
-@contextlib.contextmanager
-def commit_window(what: str, *, table: Any = None) -> Iterator[None]:
+def commit_window(what: str, *, table: Any = None, work_of: str | None = None) -> Iterator[None]:
     """Around one commit of ours (``what`` names it in the intent and in progress lines) on ``table`` (the Java
-    table: its history times the commit). Raises
+    table: its history times the commit). ``work_of``: the commit of a rewrite of that kind, whose work since
+    :func:`wait_before_work` is what the next such rewrite is expected to take. Raises
     :class:`~compaction.core.errors.YieldedToWritersError` when the lease gate gave up: nothing is committed."""
     bound = _BOUND.get()
     if bound is None:
@@ -249,6 +245,10 @@ def commit_window(what: str, *, table: Any = None) -> Iterator[None]:
         return
     timed = table is not None and bound.policy.yield_dml_history
     history = _history_of(bound.table_ref)
+    started = _WORK_STARTED.get()
+    if work_of is not None and started is not None and started[0] == work_of:
+        history.worked(work_of, time.monotonic() - started[1])
+        _WORK_STARTED.set(None)
     if timed:
         _wait_for_dml_window(bound, table, what, history)
     decided = time.monotonic()

@@ -27,7 +27,7 @@ from compaction.core.model import DeleteContent
 from compaction.core.posthoc import PLAN_PROPERTY as POSTHOC_PLAN_PROPERTY
 from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
-from compaction.spark.gate import commit_window, timed_work, warm_history
+from compaction.spark.gate import commit_window, warm_history
 from compaction.spark.row_group_copy import CopiedFile, RowGroupCopySettings, copy_eligible, delete_quietly
 from compaction.spark.partition_files import (
     PartitionFiles,
@@ -515,12 +515,13 @@ _CLEANABLE_FAILURE = "org.apache.iceberg.exceptions.CleanableFailure"
 def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[Any], *, base_id: int,
                     plan_id: str, tag: str, what: str = "file rewrite",
                     copies: Sequence[CopiedFile] = (), narrow_on_conflict: bool = False,
-                    ) -> tuple[int, list[Any], list[CopiedFile]]:
+                    work_of: str | None = None) -> tuple[int, list[Any], list[CopiedFile]]:
     """One RewriteFiles of ours for the rewritten groups and the delete files left dangling, validated from the
     rewrite's base and keeping its data sequence number (as Iceberg's RewriteDataFilesCommitManager commits a
     rewrite: ``validateFromSnapshot`` fails it when a delete was added since for a rewritten file; the new files
     keep the starting sequence number so that equality deletes committed meanwhile still apply to them).
-    Returns (snapshot, the groups and copies committed).
+    Returns (snapshot, the groups and copies committed). ``work_of``: the kind of rewrite whose work this commit ends
+    (what the commit gate expects of the next one).
 
     ``narrow_on_conflict`` (a selective rewrite, no dangling deletes): when Iceberg refuses the commit because a
     writer's DML deleted rows of some rewritten files since the base (the DML the commit gate waited for, typically),
@@ -559,7 +560,7 @@ def _commit_rewrite(spark: Any, table: Any, groups: list[Any], dangling: list[An
 
     # The gate times the commit itself: a writer holding a lease goes first, and a commit is kept out of the
     # part of a DML cycle where the writer's own commit would be failed by it (compaction.core.yielding).
-    with commit_window(what, table=table):
+    with commit_window(what, table=table, work_of=work_of):
         narrowable = narrow_on_conflict and not dangling
         while True:
             try:
@@ -629,7 +630,8 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
     the partition). ``remove_dangling``: the same commit removes the partition's delete files that no data file
     left live needs (:func:`find_dangling_deletes`; ``covers_whole_table`` as there), also when nothing is
     rewritten. ``committed``: gets the commit's snapshot as soon as it is on main, before our own checks.
-    ``timed_as``: the kind of rewrite (gate.REWRITE_KINDS) whose typical duration this one's work adds to."""
+    ``timed_as``: the kind of rewrite (gate.REWRITE_KINDS) whose typical duration this one's work adds to (from the
+    job's ``gate.wait_before_work`` to this commit)."""
     current = table.currentSnapshot()
     if current is None:
         return 0, 0, 0
@@ -656,26 +658,24 @@ def rewrite_partition(spark: Any, table: Any, expression: Any, *, target_file_si
         early.append(J.in_background(spark, search_planned, planned_groups, name="icecompact-dangling"))
 
     warm_history(table)
-    with timed_work(timed_as):  # what the commit gate expects of the next such rewrite (gate.wait_before_work)
-        groups, copies = _rewritten_groups(spark, table, action, base_id,
-                                           copy if copies_allowed else NO_ROW_GROUP_COPY,
-                                           on_planned=planned if remove_dangling else None)
-        dangling: list[Any] = []
-        try:
-            if remove_dangling:
-                rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
-                rewritten_paths |= {str(f.location()) for c in copies for f in c.sources}
-                found = _early_result(early, rewritten_paths)
-                dangling = found if found is not None else search_dangling(rewritten_paths)
-        except Exception:
-            _delete_added_files(table, groups, copies)
-            raise
+    groups, copies = _rewritten_groups(spark, table, action, base_id, copy if copies_allowed else NO_ROW_GROUP_COPY,
+                                       on_planned=planned if remove_dangling else None)
+    dangling: list[Any] = []
+    try:
+        if remove_dangling:
+            rewritten_paths = frozenset(str(f.location()) for g in groups for f in _iterate(g.rewrittenFiles()))
+            rewritten_paths |= {str(f.location()) for c in copies for f in c.sources}
+            found = _early_result(early, rewritten_paths)
+            dangling = found if found is not None else search_dangling(rewritten_paths)
+    except Exception:
+        _delete_added_files(table, groups, copies)
+        raise
     if not groups and not dangling and not copies:
         return 0, 0, 0
     # A selective rewrite (no dangling deletes, no check that every delete is gone after it) may commit fewer
     # groups than it wrote when a writer's DML deleted rows of some rewritten files meanwhile.
     commit_id, groups, copies = _commit_rewrite(spark, table, groups, dangling, base_id=base_id, plan_id=plan_id,
-                                                tag=tag, copies=copies,
+                                                tag=tag, copies=copies, work_of=timed_as,
                                                 narrow_on_conflict=selection is not None and not remove_dangling)
     if committed is not None:
         committed.append(commit_id)
