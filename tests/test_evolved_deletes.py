@@ -11,6 +11,7 @@ import pytest
 from compaction.catalog import CatalogConfig
 from compaction.cli import partition_health_rows
 from compaction.core.attribution import GlobalDeleteIndex
+from compaction.core.errors import UnsupportedTableError
 from compaction.core.health import sample_from_state
 from compaction.core.model import DeleteContent
 from compaction.core.plan import CompactionKind
@@ -18,6 +19,7 @@ from compaction.core.planner import plan
 from compaction.core.policy import CompactionPolicy
 from compaction.metadata.inspect import inspect_table
 from compaction.spark import jvm as J
+from compaction.spark.equality_deletes import EqualityDeleteSpec, write_and_commit
 from compaction.spark.partition_files import scan_partition
 from compaction.demo.workload import WorkloadSpec, generate
 
@@ -90,3 +92,23 @@ def test_global_equality_deletes_count_in_the_new_specs_partitions(spark, sqlite
         assert detail[p.key.label()].equality_delete_files == rows[p.key.label()]["equality_delete_files"]
     assert sample.equality_delete_files == sum(1 for p in state.partitions for d in p.delete_files
                                                if d.content is DeleteContent.EQUALITY)
+
+
+def test_an_equality_delete_on_a_nested_field_is_refused_with_nothing_committed(spark,  # type: ignore[no-untyped-def]
+                                                                                 sqlite_catalog: CatalogConfig) -> None:
+    # Iceberg's reader finds a delete file's columns through its struct layout: a nested field written as a top-level
+    # column would be a delete that no reader applies, so the writer refuses it.
+    name = f"{sqlite_catalog.name}.evolved.nested_key"
+    spark.sql(f"CREATE TABLE {name} (id BIGINT, info STRUCT<a: INT, b: STRING>) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    spark.sql(f"INSERT INTO {name} VALUES (1, named_struct('a', 7, 'b', 'x'))")
+    table = J.load_table(spark, name)
+    before = table.currentSnapshot().snapshotId()
+    with pytest.raises(UnsupportedTableError, match="'info.a' is nested"):
+        write_and_commit(spark, table, [EqualityDeleteSpec(columns=("info.a",), rows=((7,),))])
+    table.refresh()
+    assert table.currentSnapshot().snapshotId() == before
+    assert spark.table(name).count() == 1
+    # A top-level key of the same table is written and applied.
+    write_and_commit(spark, table, [EqualityDeleteSpec(columns=("id",), rows=((1,),))])
+    assert spark.table(name).count() == 0

@@ -114,6 +114,10 @@ def arrow_schema(table: JavaObject, columns: Sequence[str]) -> pa.Schema:
             raise UnsupportedTableError(f"table {table.name()} has no column {c!r}")
         if not f.type().isPrimitiveType():
             raise UnsupportedTableError(f"equality column {c!r} is not primitive")
+        if schema.asStruct().field(int(f.fieldId())) is None:
+            # Iceberg projects a file by field id through its struct layout: a nested field written as a top-level
+            # column is not found there, and Iceberg's reader would apply no delete of such a file.
+            raise UnsupportedTableError(f"column {c!r} is nested: this writer writes top-level columns only")
         fields.append(
             pa.field(c, arrow_type(f.type()), nullable=bool(f.isOptional()),
                      metadata={b"PARQUET:field_id": str(int(f.fieldId())).encode()})
