@@ -147,7 +147,7 @@ def plan(inspection: Mapping[str, Any], raw_params: Mapping[str, Any], *, run_ty
     from compaction.ops.runner import is_single_writer, last_minor_times, write_plan
 
     table_name = str(inspection["table"])
-    identity, table = load_table(catalog, table_name)
+    identity, table = load_table(catalog, table_name, progress=echo)
     window = partition_window_for(spec_fields(table), params.window, run_type, data_interval_start,
                                   data_interval_end)
     # The user's row filter and the data interval (a row filter on the time column), bound and projected together.

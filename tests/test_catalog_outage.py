@@ -184,3 +184,41 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
         assert after.snapshot_id != before.snapshot_id
     finally:
         cluster.stop()
+
+
+def test_loading_a_table_waits_for_a_postgresql_catalog_that_restarts(tmp_path: Path) -> None:
+    """The planning of a run started while the catalog's database restarts (a health-triggered run during the
+    outage): the table's load waits for the database instead of failing the run."""
+    import pyarrow as pa
+
+    from compaction.metadata.inspect import load_table
+    from icecompact_testing.postgres import start_cluster
+
+    cluster = start_cluster()
+    try:
+        (tmp_path / "warehouse").mkdir()
+        catalog = CatalogConfig(f"pgl_{uuid.uuid4().hex[:8]}", {
+            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
+            "warehouse": (tmp_path / "warehouse").as_uri()})
+        pyiceberg_catalog = catalog.load()
+        pyiceberg_catalog.create_namespace("db")
+        created = pyiceberg_catalog.create_table("db.t", pa.schema([pa.field("id", pa.int64())]))
+        created.append(pa.table({"id": [1, 2, 3]}))
+        created.refresh()
+
+        cluster.stop_server()
+        restarting: list[threading.Thread] = []
+        messages: list[str] = []
+
+        def progress(message: str) -> None:
+            # Restarted only after the load reported the outage: the test never depends on how fast it is.
+            messages.append(message)
+            if not restarting:
+                restarting.append(threading.Thread(target=cluster.start_server, daemon=True))
+                restarting[0].start()
+
+        identity, table = load_table(catalog, "db.t", progress=progress)
+        assert restarting and messages and "transient" in messages[0], messages
+        assert identity.dotted == "db.t" and table.current_snapshot().snapshot_id == created.current_snapshot().snapshot_id
+    finally:
+        cluster.stop()

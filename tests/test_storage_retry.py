@@ -82,3 +82,34 @@ def test_a_permanent_error_is_raised_at_once() -> None:
     with pytest.raises(OSError):
         with_storage_retries(read, what="x", sleep=lambda _s: None)
     assert len(calls) == 1
+
+
+def _sqlalchemy_error(uri: str, statement: str = "SELECT 1") -> BaseException:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(uri)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text(statement))
+    except Exception as e:  # noqa: BLE001 - the error under test
+        return e
+    finally:
+        engine.dispose()
+    raise AssertionError("no error")
+
+
+def test_a_sql_catalogs_database_that_refuses_connections_is_transient(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    refused = _sqlalchemy_error(f"postgresql+psycopg2://icecompact@127.0.0.1:{port}/catalog")
+    assert is_transient_storage_error(refused)
+    try:
+        raise CatalogError("cannot open catalog 'c'") from refused  # as CatalogConfig.load wraps it
+    except CatalogError as e:
+        assert is_transient_storage_error(e)
+    # A database that answers with an error is no outage.
+    missing = _sqlalchemy_error(f"sqlite:///{tmp_path / 'c.db'}", "SELECT * FROM iceberg_tables")
+    assert "no such table" in str(missing) and not is_transient_storage_error(missing)

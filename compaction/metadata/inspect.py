@@ -59,18 +59,21 @@ def to_internal(value: Any) -> PartitionScalar:
     return str(value)
 
 
-def load_table(catalog: CatalogConfig, table_name: str) -> tuple[TableIdentity, Table]:
+def load_table(catalog: CatalogConfig, table_name: str, *,
+               progress: Callable[[str], None] | None = None) -> tuple[TableIdentity, Table]:
+    """The table, waiting out a catalog or store that is briefly unavailable (``progress`` says so)."""
     identity = parse_table_identifier(table_name, catalog.name)
-    # Opening a REST catalog asks for an OAuth token and the catalog's config: a reset connection there is retried
-    # as the table's load is (a CatalogError wrapping a transient error is transient).
-    pyiceberg_catalog = with_storage_retries(catalog.load, what=f"open catalog {catalog.name!r}")
+    # Opening a REST catalog asks for an OAuth token and the catalog's config, a SQL catalog connects to its
+    # database: a reset or refused connection there is retried as the table's load is (a CatalogError wrapping a
+    # transient error is transient).
+    pyiceberg_catalog = with_storage_retries(catalog.load, what=f"open catalog {catalog.name!r}", progress=progress)
     try:
         from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
     except ImportError:  # pragma: no cover
         raise
     try:
         return identity, with_storage_retries(lambda: pyiceberg_catalog.load_table((*identity.namespace, identity.name)),
-                                              what=f"load {identity.dotted}")
+                                              what=f"load {identity.dotted}", progress=progress)
     except (NoSuchTableError, NoSuchNamespaceError) as e:
         raise CatalogError(f"table {identity.dotted!r} not found in catalog {catalog.name!r}") from e
     except CompactionError:

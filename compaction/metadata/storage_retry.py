@@ -30,6 +30,14 @@ _TRANSIENT_MARKERS = (
     "connection reset", "connection refused", "broken pipe", "timed out", "timeout", "network_connection",
     "curl error", "unable to connect", "connection aborted", "remote end closed",
 )
+#: How a SQL catalog's database that did not answer reads in SQLAlchemy's errors (PostgreSQL, MySQL, SQLite's
+#: driver text): a restart or failover, over once the database is back.
+_DATABASE_UNAVAILABLE_MARKERS = (
+    "connection refused", "server closed the connection", "could not connect", "terminating connection",
+    "the database system is starting up", "the database system is shutting down", "in recovery mode",
+    "connection reset", "timed out", "timeout expired", "lost connection", "can't connect", "has gone away",
+    "database is locked",
+)
 _PERMANENT_MARKERS = ("no_such_key", "nosuchkey", "no_such_bucket", "nosuchbucket", "access_denied", "accessdenied",
                       "forbidden", "not found", "invalid_access_key", "signaturedoesnotmatch")
 
@@ -47,19 +55,31 @@ def is_transient_storage_error(error: BaseException) -> bool:
     """Whether ``error`` is a transient failure of the store, worth a retry: an ``OSError`` (pyarrow's, or one a
     library wrapped) whose text names a transient S3 / network condition, or a connection error / timeout. A
     :class:`CatalogError` is transient when what it wraps is (a REST catalog whose OAuth token or config request
-    had its connection reset while the catalog was opened, :meth:`compaction.catalog.CatalogConfig.load`)."""
+    had its connection reset while the catalog was opened, :meth:`compaction.catalog.CatalogConfig.load`; a SQL
+    catalog whose database refused the connection: a restart or failover)."""
     if isinstance(error, CompactionError):
         if isinstance(error, CatalogError) and error.__cause__ is not None:
             return is_transient_storage_error(error.__cause__)
         return False
     chain = _chain(error)
+    texts = [f"{type(e).__name__}: {e}".lower() for e in chain]
+    if _is_database_connection_error(chain):
+        return any(marker in text for text in texts for marker in _DATABASE_UNAVAILABLE_MARKERS)
     if not any(isinstance(e, OSError) for e in chain):
         return False
-    texts = [f"{type(e).__name__}: {e}".lower() for e in chain]
     if any(marker in text for text in texts for marker in _PERMANENT_MARKERS):
         return False
     return any(isinstance(e, (ConnectionError, TimeoutError)) for e in chain) or any(
         marker in text for text in texts for marker in _TRANSIENT_MARKERS)
+
+
+def _is_database_connection_error(chain: list[BaseException]) -> bool:
+    """SQLAlchemy's errors of the connection to the database (the driver's error wrapped; not ``OSError``s)."""
+    try:
+        from sqlalchemy import exc
+    except ImportError:  # no SQL catalog without SQLAlchemy
+        return False
+    return any(isinstance(e, (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError)) for e in chain)
 
 
 def with_storage_retries(read: Callable[[], T], *, what: str, attempts: int = STORAGE_READ_ATTEMPTS_DEFAULT,
