@@ -13,8 +13,9 @@ failing a DML fell: a DML failed by us is retried, so its gap is no measure of t
 commit of ours landing in ``commit_in_s`` falls in the quiet part of the cycle (commit), in the part where a DML is
 likely running (wait for its commit, then commit), or whether no waiting helps (no DML in the history, DML back to
 back, or our commit outlasting the quiet part: commit). A writer whose rhythm is not known yet gets our commits only
-right after its commits; so does a writer with a single DML commit, for a shorter while and one wait only (it may be
-a one-off DELETE, or the first run of a job whose second run is under way).
+right after its commits; so does a writer with a single DML commit on a table others keep writing to, for a shorter
+while and one wait only (it may be a one-off DELETE, or the first run of a pipeline's job whose second run is under
+way).
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ UNKNOWN_RHYTHM_QUIET_S = 10.0
 UNKNOWN_RHYTHM_MAX_WAIT_S = 90.0
 #: ... unless it has not committed for this long.
 UNKNOWN_RHYTHM_HORIZON_S = 300.0
-#: A single DML commit in the history: the first run of a job on a cadence, or a one-off. Commits of ours landing
-#: later than :data:`UNKNOWN_RHYTHM_QUIET_S` after it wait for a second DML commit at most this long ...
+#: A single DML commit in the history of a table that other writers kept writing to since: the first run of a
+#: pipeline's DML job, or a one-off. Commits of ours landing later than :data:`UNKNOWN_RHYTHM_QUIET_S` after it wait
+#: for a second DML commit at most this long ...
 LONE_DML_MAX_WAIT_S = 60.0
 #: ... only while it is this recent, and only until one commit failing DML has landed after that quiet part
 #: (``DmlCadence.disrupted_after_quiet``): a one-off DELETE costs one wait, not one per commit.
@@ -131,6 +133,8 @@ class DmlCadence:
     commits: int
     #: A commit failing DML landed later than :data:`UNKNOWN_RHYTHM_QUIET_S` after the last DML commit.
     disrupted_after_quiet: bool = False
+    #: Another writer (not a DML, not a commit failing DML) committed after the last DML commit: the table is live.
+    written_after: bool = False
 
 
 def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
@@ -141,6 +145,8 @@ def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
         return None
     disrupting = [s.committed_at for s in ordered if fails_dml_in_flight(s)]
     disrupted_after_quiet = bool(disrupting) and disrupting[-1] > times[-1] + UNKNOWN_RHYTHM_QUIET_S
+    written_after = any(s.committed_at > times[-1] and not is_validating_dml(s) and not fails_dml_in_flight(s)
+                        for s in ordered)
     # A commit failing DML in the second half of a gap may have failed the DML that was to end it (retried later:
     # a longer gap); one in the first half landed before the next DML started (a DML runs a quarter of a gap, as
     # assumed below), as our commits timed by this rule do.
@@ -149,13 +155,13 @@ def dml_cadence(snapshots: Sequence[SnapshotView]) -> DmlCadence | None:
             == bisect.bisect_left(disrupting, later)]
     if not gaps:
         return DmlCadence(last_at=times[-1], gap_s=None, typical_gap_s=None, jitter_s=0.0, commits=len(times),
-                          disrupted_after_quiet=disrupted_after_quiet)
+                          disrupted_after_quiet=disrupted_after_quiet, written_after=written_after)
     typical = statistics.median(gaps)
     # Twice the median absolute deviation: one late DML (a longer gap) does not widen it much.
     jitter = min(0.5 * typical, 2.0 * statistics.median(abs(g - typical) for g in gaps))
     # The shortest gap, not the typical one: a DML may start that soon after the last commit.
     return DmlCadence(last_at=times[-1], gap_s=min(gaps), typical_gap_s=typical, jitter_s=jitter, commits=len(times),
-                      disrupted_after_quiet=disrupted_after_quiet)
+                      disrupted_after_quiet=disrupted_after_quiet, written_after=written_after)
 
 
 def dml_duration_s(cadence: DmlCadence, policy: CompactionPolicy) -> float:
@@ -178,6 +184,10 @@ def decide_dml_window(cadence: DmlCadence | None, *, now: float, commit_in_s: fl
     lands_at = since + commit_in_s
     if cadence.gap_s is None or cadence.typical_gap_s is None:
         lone = cadence.commits < 2
+        if lone and not cadence.written_after:
+            # No other writer since: a one-off DML on a table at rest (a fix by hand, a test), not a pipeline's.
+            return GateDecision(GateAction.COMMIT, "one DML commit in the table's recent history and no write "
+                                "since: no rhythm to time by")
         if lone and cadence.disrupted_after_quiet:
             # The one wait a single DML commit gets is spent: a one-off DELETE must not delay every commit after it.
             return GateDecision(GateAction.COMMIT, "one DML commit in the table's recent history, and a commit of "

@@ -106,10 +106,15 @@ def test_a_writer_whose_rhythm_is_unknown_gets_commits_right_after_its_commits_o
     assert decide_dml_window(one, now=130, commit_in_s=3, waited_s=0, policy=no_wait).commits
 
 
+def at_rest_history() -> list[SnapshotView]:
+    return [s for s in history(100) if s.committed_at <= 100]
+
+
 def test_a_single_dml_commit_is_waited_for_once_and_briefly() -> None:
-    # The first run of a job on a cadence, or a one-off DELETE: a commit landing after the quiet part waits for a
-    # second DML commit (the job's next run) ...
+    # The first run of a pipeline's job on a cadence, or a one-off DELETE, on a table the stream keeps writing to: a
+    # commit landing after the quiet part waits for a second DML commit (the job's next run) ...
     single = dml_cadence(history(100))
+    assert single is not None and single.written_after
     waiting = decide_dml_window(single, now=125, commit_in_s=3, waited_s=0, policy=POLICY)
     assert waiting.action is GateAction.WAIT and "one DML commit" in waiting.reason
     # ... at most LONE_DML_MAX_WAIT_S, and not past the policy's bound ...
@@ -128,6 +133,13 @@ def test_a_single_dml_commit_is_waited_for_once_and_briefly() -> None:
     quiet = dml_cadence(sorted([*history(100), ours(106)], key=lambda s: s.committed_at))
     assert quiet is not None and not quiet.disrupted_after_quiet
     assert decide_dml_window(quiet, now=125, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.WAIT
+    # A DML on a table no other writer wrote to since is a one-off (a fix by hand): nothing to wait for.
+    at_rest = dml_cadence(at_rest_history())
+    assert at_rest is not None and at_rest.commits == 1 and not at_rest.written_after
+    assert decide_dml_window(at_rest, now=125, commit_in_s=3, waited_s=0, policy=POLICY).action is GateAction.COMMIT
+    # Our own commits after it do not make the table live.
+    ours_only = dml_cadence(sorted([*at_rest_history(), ours(104)], key=lambda s: s.committed_at))
+    assert ours_only is not None and not ours_only.written_after
     # The job's second commit, after the wait, makes its rhythm known.
     second = dml_cadence(sorted([*history(100, 135), ours(106)], key=lambda s: s.committed_at))
     assert second is not None and second.gap_s == pytest.approx(35)
