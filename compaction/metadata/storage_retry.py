@@ -31,12 +31,11 @@ _TRANSIENT_MARKERS = (
     "curl error", "unable to connect", "connection aborted", "remote end closed",
 )
 #: How a SQL catalog's database that did not answer reads in SQLAlchemy's errors (PostgreSQL, MySQL, SQLite's
-#: driver text): a restart or failover, over once the database is back.
+#: driver text), beside the network conditions above: a restart or failover, over once the database is back.
 _DATABASE_UNAVAILABLE_MARKERS = (
-    "connection refused", "server closed the connection", "could not connect", "terminating connection",
+    *_TRANSIENT_MARKERS, "server closed the connection", "could not connect", "terminating connection",
     "the database system is starting up", "the database system is shutting down", "in recovery mode",
-    "connection reset", "timed out", "timeout expired", "lost connection", "can't connect", "has gone away",
-    "database is locked",
+    "lost connection", "can't connect", "has gone away", "database is locked",
 )
 _PERMANENT_MARKERS = ("no_such_key", "nosuchkey", "no_such_bucket", "nosuchbucket", "access_denied", "accessdenied",
                       "forbidden", "not found", "invalid_access_key", "signaturedoesnotmatch")
