@@ -186,6 +186,62 @@ def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_
         cluster.stop()
 
 
+def test_a_group_commit_failed_by_an_outage_is_looked_up_once_the_catalog_answers(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, monkeypatch) -> None:
+    """The catalog's database goes down as a group commit is made, so the commit fails and the table cannot be read
+    to see whether it landed. The job waits for the catalog, finds that it did not land, and commits; before, the
+    outcome was called unknown at once and every partition of the group failed (found by the soak)."""
+    import compaction.spark.minor as minor
+    from icecompact_testing.postgres import start_cluster
+
+    cluster = start_cluster()
+    try:
+        catalog = _own_postgres_catalog(spark, cluster, tmp_path, "pgc")
+        workload = generate(spark, catalog, "cdc.c", WorkloadSpec(
+            seed=47, commits=3, rows_per_commit=40, partitioning="days_ts", days_span=3,
+            use_equality_deletes=True, eq_delete_fraction=0.7))
+        before = read_table(catalog.load().load_table(workload.identifier))
+        state = inspect_table(catalog, "cdc.c")
+        # The outage hits the first RowDelta the group commits (commit_changes).
+        the_plan = plan(state, CompactionPolicy.resolve(state.properties, {"fragment_ratio": 1 << 40,
+                                                                           "max_partitions_per_run": 3}),
+                        CompactionMode.MINOR, NOW)
+        assert sum(len(g.tasks) for g in the_plan.groups) == 3
+
+        real_commit = minor.commit_changes
+        stopped: list[bool] = []
+
+        def commit_during_an_outage(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if not stopped:
+                stopped.append(True)
+                cluster.stop_server()
+            return real_commit(*args, **kwargs)
+
+        monkeypatch.setattr(minor, "commit_changes", commit_during_an_outage)  # the job imports it when it runs
+        messages: list[str] = []
+        restarting: list[threading.Thread] = []
+
+        def progress(message: str) -> None:
+            # Restarted only once the job says it waits: the test never depends on how fast the job is.
+            messages.append(message)
+            if "waiting for the catalog" in message and not restarting:
+                restarting.append(threading.Thread(target=cluster.start_server, daemon=True))
+                restarting[0].start()
+
+        results = [run_group(spark, the_plan, g.group_id, level=ValidationLevel.COUNT, progress=progress)
+                   for g in the_plan.groups]
+        assert stopped and restarting, messages
+        assert any("lookup of the group commit" in m and "waiting for the catalog" in m for m in messages), messages
+        outcomes = [p for r in results for p in r.partitions]
+        assert len(outcomes) == 3
+        assert all(p.status == COMMITTED for p in outcomes), [(p.label, p.status, p.error) for p in outcomes]
+        after = read_table(catalog.load().load_table(workload.identifier))
+        assert after.rows == before.rows
+        assert after.snapshot_id != before.snapshot_id
+    finally:
+        cluster.stop()
+
+
 def test_loading_a_table_waits_for_a_postgresql_catalog_that_restarts(tmp_path: Path) -> None:
     """The planning of a run started while the catalog's database restarts (a health-triggered run during the
     outage): the table's load waits for the database instead of failing the run."""

@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable
 
 from compaction.core.errors import (
+    CatalogUnavailableError,
     CompactionError,
     RewriteJobError,
 )
@@ -625,16 +626,26 @@ def _commit_may_have_landed(spark: Any, table: Any, base_id: int, tag: str, resu
     would find our own commit as "changed since planning" and skip, leaving that commit unchecked. So: our tagged
     snapshot found on main -> undone while it is still current (``undo``: compare-and-swap, no file deleted; else
     needs_attention), and the next run plans again; the table not readable -> each partition failed with the error
-    (the next run's post-hoc check covers a snapshot of ours that landed); not found -> False (it did not land)."""
-    try:
-        landed = find_tagged_snapshot(table, base_id, tag)
-    except Exception as lookup_error:  # noqa: BLE001 - any failure to look means: unknown
-        emit(progress, f"icecompact: group commit failed ({err}) and the table could not be read to see whether it "
-                        f"landed: {classify_java_error(lookup_error, 'lookup')}")
-        for result in results:
-            result.status, result.error_class, result.exit_code = FAILED, type(err).__name__, err.exit_code
-            result.error = f"commit outcome unknown: {err}"
-        return True
+    (the next run's post-hoc check covers a snapshot of ours that landed); not found -> False (it did not land).
+    A catalog that cannot be reached (the outage that failed the commit) is waited for, as any catalog outage
+    (CATALOG_OUTAGE_WAIT_S), before the outcome is called unknown."""
+    unavailable_since: float | None = None
+    while True:
+        try:
+            landed = find_tagged_snapshot(table, base_id, tag)
+            break
+        except Exception as e:  # noqa: BLE001 - any failure to look means: unknown
+            lookup_error = classify_java_error(e, "lookup of the group commit")
+            if isinstance(lookup_error, CatalogUnavailableError):
+                unavailable_since = wait_for_catalog(lookup_error, unavailable_since, progress)
+                if unavailable_since is not None:
+                    continue
+            emit(progress, f"icecompact: group commit failed ({err}) and the table could not be read to see "
+                            f"whether it landed: {lookup_error}")
+            for result in results:
+                result.status, result.error_class, result.exit_code = FAILED, type(err).__name__, err.exit_code
+                result.error = f"commit outcome unknown: {err}"
+            return True
     if landed is None:
         return False
     emit(progress, f"icecompact: group commit failed ({err}) but its snapshot {landed} is on the table: undoing it")
