@@ -118,8 +118,9 @@ class TableRun:
         from compaction.spark import major, row_group_copy
 
         timer = PhaseTimer()
-        extra = [(major, "copy_eligible", "copy_plan (footers read, groups split)"),
-                 (major, "_rewrite_groups", "decode (Iceberg's runner on what is not copied)"),
+        extra = [(major, "copy_eligible", "copy_plan (footers read, groups split; each group's decode starts "
+                                          "when it is split)"),
+                 (major, "_rewrite_groups", "decode (Iceberg's runner on what is not copied, after the split)"),
                  (row_group_copy.PendingCopies, "result", "wait_for_copies (after the decode)")]
         saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in extra]
         with timer.installed():

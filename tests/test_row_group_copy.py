@@ -166,5 +166,6 @@ def test_the_policy_key_turns_row_group_copy_off() -> None:
     assert (off.enabled, on.enabled, on.min_row_group_bytes) == (False, True, 1024)
     assert not row_group_copy_for(CompactionPolicy.resolve({}), "minor").enabled  # a fragment merge never copies
     groups = [object(), object()]
-    decode, pending = copy_eligible(None, None, list(groups), settings=off, planner=None)
-    assert decode == groups and pending.result() == []
+    decoded: list[object] = []
+    pending = copy_eligible(None, None, list(groups), settings=off, planner=None, decode=decoded.append)
+    assert decoded == groups and pending.result() == []

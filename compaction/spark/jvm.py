@@ -73,22 +73,37 @@ def in_background(spark: SparkSession, fn: Callable[..., T], *args: Any, name: s
     return future
 
 
+class SparkThreadPool:
+    """Calls run up to ``workers`` at once in background threads, each with ``spark`` active there (:func:`activate`)
+    and the Spark local properties of the thread that submits it (as :func:`in_background`). For work handed out as
+    it becomes known; :meth:`close` once nothing more comes (the calls submitted still run; their futures tell)."""
+
+    def __init__(self, spark: SparkSession, *, workers: int, name: str) -> None:
+        self._spark = spark
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=name)
+
+    def submit(self, fn: Callable[[Any], T], item: Any) -> concurrent.futures.Future[T]:
+        from pyspark import inheritable_thread_target
+
+        def run(value: Any) -> T:
+            activate(self._spark)  # the JVM thread serving a Python thread has no active session of its own
+            return fn(value)
+
+        return self._pool.submit(inheritable_thread_target(run), item)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
 def in_pool(spark: SparkSession, fn: Callable[[Any], T], items: Sequence[Any], *, workers: int,
             name: str) -> list[concurrent.futures.Future[T]]:
-    """``fn(item)`` of each of ``items``, up to ``workers`` at once in background threads with ``spark`` active
-    there and the caller's Spark local properties (as :func:`in_background`); the futures, in ``items``' order, give
-    each result or error. Returns at once: wait on the futures."""
-    from pyspark import inheritable_thread_target
-
-    def run(item: Any) -> T:
-        activate(spark)  # the JVM thread serving a Python thread has no active session of its own
-        return fn(item)
-
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
+    """``fn(item)`` of each of ``items``, up to ``workers`` at once (:class:`SparkThreadPool`); the futures, in
+    ``items``' order, give each result or error. Returns at once: wait on the futures."""
+    pool = SparkThreadPool(spark, workers=min(workers, len(items)), name=name)
     try:
-        return [pool.submit(inheritable_thread_target(run), item) for item in items]
+        return [pool.submit(fn, item) for item in items]
     finally:
-        pool.shutdown(wait=False)  # the submitted calls still run; the futures give their results
+        pool.close()
 
 
 def activate(spark: SparkSession) -> None:

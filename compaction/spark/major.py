@@ -430,9 +430,25 @@ def _rewritten_groups(spark: Any, table: Any, action: Any, base_id: int,
     groups = list(_iterate(plan.groups()))
     if on_planned is not None:
         on_planned(groups)
-    planned, pending = copy_eligible(spark, table, groups, settings=copy, planner=planner)
+    # As the action: up to max-concurrent-file-group-rewrites groups at once (a group of partitions has one file
+    # group per partition; one at a time would leave a cluster idle between small groups). Each group is handed
+    # over as soon as the row-group copy has taken its files out, so the cluster decodes while footers are read.
+    rewrites = J.SparkThreadPool(spark, workers=int(J.declared_field(action, "maxConcurrentFileGroupRewrites")),
+                                 name="rewrite-group")
+    futures: list[concurrent.futures.Future[Any]] = []
+
+    def decode(group: Any) -> None:
+        futures.append(rewrites.submit(lambda g: J.call_declared(spark, action, "rewriteFiles", plan, g), group))
+
     try:
-        done = _rewrite_groups(spark, table, action, plan, planned)
+        pending = copy_eligible(spark, table, groups, settings=copy, planner=planner, decode=decode)
+    except BaseException:
+        _abandon_rewrites(table, futures)
+        raise
+    finally:
+        rewrites.close()
+    try:
+        done = _rewrite_groups(table, futures)
     except BaseException:
         pending.discard()
         raise
@@ -461,19 +477,9 @@ def _planned_locations(groups: list[Any]) -> frozenset[str]:
     return frozenset(str(t.file().location()) for g in groups for t in _iterate(g.fileScanTasks()))
 
 
-def _rewrite_groups(spark: Any, table: Any, action: Any, plan: Any, planned: list[Any]) -> list[Any]:
-    """Each planned group's new files written by the action's runner; on a failure the files written so far are
-    deleted and the failure raised."""
-    if not planned:
-        return []
-    # As the action: up to max-concurrent-file-group-rewrites groups at once (a group of partitions has one file
-    # group per partition; one at a time would leave a cluster idle between small groups).
-    workers = int(J.declared_field(action, "maxConcurrentFileGroupRewrites"))
-
-    def rewrite(group: Any) -> Any:
-        return J.call_declared(spark, action, "rewriteFiles", plan, group)
-
-    futures = J.in_pool(spark, rewrite, planned, workers=workers, name="rewrite-group")
+def _rewrite_groups(table: Any, futures: list[concurrent.futures.Future[Any]]) -> list[Any]:
+    """The rewritten file groups once every group's new files are written; on a failure the files written so far
+    are deleted and the failure raised."""
     concurrent.futures.wait(futures)
     failed = [f.exception() for f in futures if f.exception() is not None]
     done = [f.result() for f in futures if f.exception() is None]
@@ -481,6 +487,12 @@ def _rewrite_groups(spark: Any, table: Any, action: Any, plan: Any, planned: lis
         _delete_added_files(table, done)
         raise failed[0]  # type: ignore[misc]
     return done
+
+
+def _abandon_rewrites(table: Any, futures: list[concurrent.futures.Future[Any]]) -> None:
+    """Wait for the group rewrites started and delete what they wrote (their rewrite failed elsewhere)."""
+    concurrent.futures.wait(futures)
+    _delete_added_files(table, [f.result() for f in futures if f.exception() is None])
 
 
 def _delete_added_files(table: Any, groups: list[Any], copies: Sequence[CopiedFile] = ()) -> None:

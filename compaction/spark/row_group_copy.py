@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from compaction.core.row_group_copy import CopyCandidate, CopyPlan, plan_row_group_copies
 from compaction.spark import jvm as J
@@ -265,22 +265,27 @@ def delete_quietly(table: Any, locations: list[str]) -> None:
 
 class PendingCopies:
     """Row-group copies running on a thread pool of their own while the decoding rewrite runs on the cluster (the
-    copies are I/O in the driver, the rewrite works in the executors)."""
+    copies are I/O in the driver, the rewrite works in the executors); each starts as soon as it is added."""
 
-    def __init__(self, spark: Any, table: Any, parquet: _Parquet | None,
-                 work: list[tuple[list[Any], dict[str, Any]]]) -> None:
-        self._table = table
-        self._work = work
+    def __init__(self, spark: Any, table: Any, parquet: _Parquet | None = None) -> None:
+        self._spark, self._table, self._parquet = spark, table, parquet
+        self._work: list[tuple[list[Any], dict[str, Any]]] = []
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: list[concurrent.futures.Future[Any]] = []
         self._started = time.monotonic()
         self._finished = self._started
-        if work and parquet is not None:
+
+    def add(self, sources: list[Any], footers: dict[str, Any]) -> None:
+        """Start copying ``sources`` (their ``footers`` read) into one new file."""
+        if self._parquet is None:
+            raise RuntimeError("row-group copies need the Parquet classes")
+        if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=_COPY_THREADS, thread_name_prefix="rg-copy")
-            self._futures = [self._pool.submit(_copy, spark, table, parquet, sources, footers)
-                             for sources, footers in work]
-            for future in self._futures:
-                future.add_done_callback(self._done)
+            self._started = time.monotonic()
+        self._work.append((sources, footers))
+        future = self._pool.submit(_copy, self._spark, self._table, self._parquet, sources, footers)
+        future.add_done_callback(self._done)
+        self._futures.append(future)
 
     def _done(self, _future: concurrent.futures.Future[Any]) -> None:
         self._finished = max(self._finished, time.monotonic())
@@ -316,45 +321,62 @@ class PendingCopies:
 
 
 def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGroupCopySettings,
-                  planner: Any) -> tuple[list[Any], PendingCopies]:
-    """Split the planned rewrite ``groups``: the files whose row groups are copied start copying now; returns the
-    groups left to decode (a group reduced to its other files, or dropped when none is left) and the copies
-    under way."""
-    none = PendingCopies(spark, table, None, [])
+                  planner: Any, decode: Callable[[Any], None]) -> PendingCopies:
+    """Split the planned rewrite ``groups``, one after the other: each group's files whose row groups are copied
+    start copying as soon as the group is split, and what is left to decode (the group, or the group reduced to its
+    other files; nothing when none is left) goes to ``decode`` at once, so that the cluster decodes a group while
+    the footers of the next are read. Returns the copies under way; if splitting fails they are deleted and the
+    failure raised (the groups already given to ``decode`` are the caller's)."""
     if not settings.enabled or not groups:
-        return groups, none
+        return _decode_all(spark, table, groups, decode)
     task_lists = [_java_items(group.fileScanTasks()) for group in groups]
     if sum(1 for tasks in task_lists for t in tasks if _may_qualify(t, settings.min_row_group_bytes)) < 2:
-        return groups, none  # no output could hold two files: no footer to read
+        return _decode_all(spark, table, groups, decode)  # no output could hold two files: no footer to read
     if not J.is_instance(table.encryption(), _PLAINTEXT_ENCRYPTION):
-        return groups, none  # an encrypted table's files are not copied byte for byte
+        return _decode_all(spark, table, groups, decode)  # an encrypted table's files are not copied byte for byte
     try:
         parquet = _Parquet(spark, table)
         schema_check = _SchemaCheck(spark, table)
         format_version = int(J.jvm(spark).org.apache.iceberg.TableUtil.formatVersion(table))
     except Exception as e:  # noqa: BLE001 - an Iceberg runtime without these classes: every file is decoded
         _LOG.warning("row-group copy unavailable with this Iceberg runtime (%s); decoding every file", e)
-        return groups, none
-    decode: list[Any] = []
-    work: list[tuple[list[Any], dict[str, Any]]] = []
-    for group, tasks in zip(groups, task_lists):
-        candidates, footers = _candidates(spark, table, parquet, schema_check, tasks, int(group.outputSpecId()),
-                                          format_version, settings.min_row_group_bytes)
-        copy_plan: CopyPlan = plan_row_group_copies(
-            candidates, target_file_size_bytes=int(group.maxOutputFileSize()),
-            min_row_group_bytes=settings.min_row_group_bytes)
-        if not copy_plan.outputs:
-            decode.append(group)
-            continue
-        by_path = {str(t.file().location()): t for t in tasks}
-        for output in copy_plan.outputs:
-            work.append(([by_path[p].file() for p in output], footers))
-        if copy_plan.decoded:
-            decode.append(_reduced_group(spark, group, planner, [by_path[p] for p in copy_plan.decoded]))
-    if work:
-        _LOG.info("row-group copy: %d files into %d new files (no decoding); %d file groups left to decode",
-                  sum(len(w[0]) for w in work), len(work), len(decode))
-    return decode, PendingCopies(spark, table, parquet, work)
+        return _decode_all(spark, table, groups, decode)
+    pending = PendingCopies(spark, table, parquet)
+    decoded = 0
+    try:
+        for group, tasks in zip(groups, task_lists):
+            if not any(_may_qualify(t, settings.min_row_group_bytes) for t in tasks):
+                decoded += 1
+                decode(group)  # no file of it can be copied: no footer to read
+                continue
+            candidates, footers = _candidates(spark, table, parquet, schema_check, tasks, int(group.outputSpecId()),
+                                              format_version, settings.min_row_group_bytes)
+            copy_plan: CopyPlan = plan_row_group_copies(
+                candidates, target_file_size_bytes=int(group.maxOutputFileSize()),
+                min_row_group_bytes=settings.min_row_group_bytes)
+            if not copy_plan.outputs:
+                decoded += 1
+                decode(group)
+                continue
+            by_path = {str(t.file().location()): t for t in tasks}
+            for output in copy_plan.outputs:
+                pending.add([by_path[p].file() for p in output], footers)
+            if copy_plan.decoded:
+                decoded += 1
+                decode(_reduced_group(spark, group, planner, [by_path[p] for p in copy_plan.decoded]))
+    except BaseException:
+        pending.discard()
+        raise
+    if pending.sources:
+        _LOG.info("row-group copy: %d files into new files (no decoding); %d file groups decoded", pending.sources,
+                  decoded)
+    return pending
+
+
+def _decode_all(spark: Any, table: Any, groups: list[Any], decode: Callable[[Any], None]) -> PendingCopies:
+    for group in groups:
+        decode(group)
+    return PendingCopies(spark, table)
 
 
 def _may_qualify(task: Any, min_row_group_bytes: int) -> bool:
