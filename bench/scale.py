@@ -78,6 +78,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -88,7 +89,7 @@ from typing import Any, Iterator
 from lib.common import RESULTS_DIR, rss_bytes, summary, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 from lib.contenders import (CATALOG_NAME, NAMESPACE, Bench, drop_clone, parquet_codec, register_clone,  # noqa: E402
                              rotated)
-from lib.io_stats import stage_io  # noqa: E402
+from lib.io_stats import stage_io, stage_time  # noqa: E402
 from lib.phases import PhaseTimer, breakdown_of, median_breakdown, median_phases  # noqa: E402
 from lib.scans import full_scan  # noqa: E402
 
@@ -227,9 +228,10 @@ class SizeRun:
         out = fn()
         elapsed = time.perf_counter() - t0
         peak = dict(self.sampler.peak)
+        spark_time = stage_time(self.spark, self.stage)
         self.stage, read, written = stage_io(self.spark, self.stage)
         io: dict[str, Any] = {"peak_rss_python": peak["python"], "peak_rss_jvm": peak["jvm"],
-                              "spark_input_bytes": read, "spark_output_bytes": written}
+                              "spark_input_bytes": read, "spark_output_bytes": written, "spark_time": spark_time}
         if traffic_before is not None:
             io["s3"] = self.storage.traffic_since(traffic_before)
         return elapsed, out, io
@@ -359,7 +361,9 @@ class SizeRun:
                 print(f"[{self.tag}] {contender:<16} {elapsed:7.2f} s  {elapsed / (plan_bytes / GB):6.1f} s/GB  "
                       f"jvm {io['peak_rss_jvm'] / MIB:5.0f} MiB  python {io['peak_rss_python'] / MIB:5.0f} MiB  "
                       f"read {io['spark_input_bytes'] / MIB:6.0f} MiB  written {io['spark_output_bytes'] / MIB:6.0f} MiB"
-                      + (f"  S3 {traffic_text(io['s3'])}" if "s3" in io else ""), flush=True)
+                      + (f"  S3 {traffic_text(io['s3'])}" if "s3" in io else "")
+                      + "  spark busy {busy_s:.2f} s, tasks {task_run_s:.1f} s ({task_cpu_s:.1f} s CPU)".format(
+                          **io["spark_time"]), flush=True)
         big = self.big_file_step(bench, reference, plan_bytes) if self.big_file else None
         scan_traffic: dict[str, dict[str, Any]] = {}
         scans = [("scan_before", self.base), ("scan_after_minor", clones["minor_count"]),
@@ -400,6 +404,8 @@ class SizeRun:
             "big_file": big,
             "breakdown": breakdown,
             "minor_phases": minor_phases,
+            "spark_time": {c: {k: round(statistics.median(d["spark_time"][k] for d in details[c]), 3)
+                               for k in details[c][0]["spark_time"]} for c in self.contenders},
             "reference_scan": list(reference),
         }
 
@@ -814,6 +820,13 @@ def render_storage(sizes: dict[str, Any], goals: dict[str, Any], notes: list[str
                 continue
             lines.append(f"   {c:<18}{s['times'][c]['median_s']:8.2f}s")
         lines.append("   ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in s["ratios"].items()))
+        if s.get("spark_time"):
+            lines.append(f"   on the cluster (medians): {'contender':<20}{'time':>8}{'spark busy':>11}"
+                         f"{'driver alone':>13}{'task time':>10}{'task CPU':>9}")
+            for c, st in s["spark_time"].items():
+                t = s["times"][c]["median_s"]
+                lines.append(f"   {'':<27}{c:<20}{t:7.2f}s{st['busy_s']:10.2f}s{t - st['busy_s']:12.2f}s"
+                             f"{st['task_run_s']:9.1f}s{st['task_cpu_s']:8.1f}s")
         if any("s3" in s["work"][c] for c in s["contenders"]):
             lines += [f"   S3 requests per contender (SeaweedFS's counters, the contender alone; GET includes HEAD, "
                       f"GET_body = GETs that returned bytes; multipart = POST create + PUT per part + POST complete)",
