@@ -23,19 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-from lib.io_stats import stage_io, stage_time  # noqa: E402
+from lib.io_stats import stage_io, stage_list, stage_time  # noqa: E402
 from lib.phases import breakdown_of, median_breakdown  # noqa: E402
 from lib.scans import full_scan  # noqa: E402
 from scale import CATALOG_NAME, NAMESPACE, NOW, MemorySampler, ScaleBench, SizeRun, Storage  # noqa: E402
 
 
 def _stages_after(spark: Any, after: int) -> list[tuple[float, float, int, float, str]]:
-    jvm = spark._jvm
-    stages = spark._jsc.sc().statusStore().stageList(
-        None, False, False, spark.sparkContext._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
     rows = []
-    for i in range(int(stages.size())):
-        s = stages.apply(i)
+    for s in stage_list(spark):
         if int(s.stageId()) <= after:
             continue
         a, b = s.submissionTime(), s.completionTime()
