@@ -352,6 +352,11 @@ def find_dangling_deletes(spark: Any, table: Any, snapshot_id: int, expression: 
         reader = scope.filtered(j.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs), spec_id)
         for d in _iterate(reader):
             key = (spec_id, decoder.values(spec_id, d.partition()))
+            if not unpartitioned[spec_id] and not data_by_partition.get(key):
+                # No live data file in its spec and partition: whatever its kind, sequence number or target, it
+                # applies to nothing (an unpartitioned spec's equality delete is global: judged below).
+                dangling.append(d.copy())
+                continue
             seq = int(d.dataSequenceNumber())
             # Position delete or DV naming exactly one data file (None for equality deletes and for position
             # delete files that name several files).
