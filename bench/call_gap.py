@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         {"benchmark": "call_gap", "size": args.size, "format_version": args.format_version, "rounds": args.rounds,
          "samples": samples, "medians": medians, "our_breakdown": breakdown, "traces": traces}, indent=1))
     spark.stop()
+    shutil.rmtree(workdir, ignore_errors=True)  # every clone's files: gigabytes at l
     return 0
 
 
