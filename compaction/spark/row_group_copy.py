@@ -345,10 +345,6 @@ def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGro
     decoded = 0
     try:
         for group, tasks in zip(groups, task_lists):
-            if not any(_may_qualify(t, settings.min_row_group_bytes) for t in tasks):
-                decoded += 1
-                decode(group)  # no file of it can be copied: no footer to read
-                continue
             candidates, footers = _candidates(spark, table, parquet, schema_check, tasks, int(group.outputSpecId()),
                                               format_version, settings.min_row_group_bytes)
             copy_plan: CopyPlan = plan_row_group_copies(
