@@ -141,16 +141,24 @@ class _BeforeFromCommit:
             return None
         io, keys = table.io(), PartitionKeys(spark)
         # The planned files name their partition without a py4j round trip; a file the action rewrote that the
-        # plan did not name is looked up.
+        # plan did not name is looked up, and so is a delete file whose path the plan names in several partitions
+        # (DVs of several partitions can share one Puffin file). The snapshot's change lists hold copies already
+        # (BaseSnapshot copies each entry's file), safe to keep.
         planned = {path: t.partition for t in tasks for path in t.data_files}
+        planned_deletes: dict[str, PartitionKey | None] = {}
+        for t in tasks:
+            for path in t.delete_files:
+                planned_deletes[path] = t.partition if planned_deletes.get(path, t.partition) == t.partition else None
         removed_data: dict[PartitionKey, dict[str, Any]] = {}
         for f in _iterate(snapshot.removedDataFiles(io)):
             path = str(f.location())
             key = planned.get(path)
-            removed_data.setdefault(key if key is not None else keys.key_of(table, f), {})[path] = f.copy()
+            removed_data.setdefault(key if key is not None else keys.key_of(table, f), {})[path] = f
         removed_deletes: dict[PartitionKey, dict[tuple[str, int], Any]] = {}
         for d in _iterate(snapshot.removedDeleteFiles(io)):
-            removed_deletes.setdefault(keys.key_of(table, d), {})[delete_ref(d)] = d.copy()
+            ref = delete_ref(d)
+            key = planned_deletes.get(ref[0])
+            removed_deletes.setdefault(key if key is not None else keys.key_of(table, d), {})[ref] = d
         added = frozenset(str(f.location()) for f in _iterate(snapshot.addedDataFiles(io)))
         return cls(int(base_id), added, removed_data, removed_deletes)
 

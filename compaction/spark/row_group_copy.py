@@ -329,8 +329,21 @@ def copy_eligible(spark: Any, table: Any, groups: list[Any], *, settings: RowGro
     failure raised (the groups already given to ``decode`` are the caller's)."""
     if not settings.enabled or not groups:
         return _decode_all(spark, table, groups, decode)
-    task_lists = [_java_items(group.fileScanTasks()) for group in groups]
-    if sum(1 for tasks in task_lists for t in tasks if _may_qualify(t, settings.min_row_group_bytes)) < 2:
+    # A group none of whose files may qualify is decoded at once: the cluster starts on it while the others are
+    # looked at.
+    splittable: list[tuple[Any, list[Any]]] = []
+    qualifying = 0
+    for group in groups:
+        tasks = _java_items(group.fileScanTasks())
+        count = sum(1 for t in tasks if _may_qualify(t, settings.min_row_group_bytes))
+        if count:
+            splittable.append((group, tasks))
+            qualifying += count
+        else:
+            decode(group)
+    groups = [group for group, _ in splittable]
+    task_lists = [tasks for _, tasks in splittable]
+    if qualifying < 2:
         return _decode_all(spark, table, groups, decode)  # no output could hold two files: no footer to read
     if not J.is_instance(table.encryption(), _PLAINTEXT_ENCRYPTION):
         return _decode_all(spark, table, groups, decode)  # an encrypted table's files are not copied byte for byte
