@@ -152,6 +152,61 @@ def test_files_of_an_older_schema_are_decoded_and_the_current_schemas_copied(
     assert spark_rows(spark, ref) == before.rows
 
 
+def test_a_file_group_with_no_copy_candidate_is_decoded_before_the_others_are_split(
+        spark, sqlite_catalog: CatalogConfig, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Two partitions in one MAJOR: one has clean files (their footers are read, their row groups copied), the other
+    only files with a delete. The second's file group goes to the cluster before any footer of the first is read,
+    even when the action plans it last; every row is kept."""
+    import compaction.spark.major as major
+    import compaction.spark.row_group_copy as rgc
+
+    ref = f"{sqlite_catalog.name}.rg.order"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.rg")
+    spark.sql(f"CREATE TABLE {ref} (id BIGINT, bucket INT, payload STRING, day DATE) USING iceberg "
+              f"PARTITIONED BY (day) TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read', "
+              "'write.update.mode' = 'merge-on-read', 'write.distribution-mode' = 'none')")
+    for i in range(4):
+        _append_file(spark, ref, i * ROWS_PER_FILE)  # day 2024-01-01: a delete on the first file, 3 clean ones copied
+    for i in range(2):  # day 2024-01-02: a delete on each file, decoded
+        first = (10 + i) * ROWS_PER_FILE
+        (spark.range(first, first + ROWS_PER_FILE, 1, 1)
+         .selectExpr("id", "CAST(id % 97 AS INT) AS bucket", "sha2(CAST(id AS STRING), 256) AS payload",
+                     "DATE'2024-01-02' AS day")
+         .writeTo(ref).append())
+    spark.sql(f"DELETE FROM {ref} WHERE id IN (5, {10 * ROWS_PER_FILE}, {11 * ROWS_PER_FILE})")
+    sizes = [int(r[0]) for r in spark.sql(f"SELECT file_size_in_bytes FROM {ref}.data_files").collect()]
+    spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('write.target-file-size-bytes' = '{16 * max(sizes)}')")
+    catalog = sqlite_catalog.load()
+    before = read_table(catalog.load_table(("rg", "order")))
+
+    events: list[tuple[str, int]] = []
+    real_candidates, real_copy_eligible = rgc._candidates, major.copy_eligible
+
+    def candidates(*args: Any, **kwargs: Any) -> Any:
+        events.append(("split", len(args[4])))
+        return real_candidates(*args, **kwargs)
+
+    def copy_eligible(spark_: Any, table: Any, groups: list[Any], **kwargs: Any) -> Any:
+        decode = kwargs.pop("decode")
+        clean_first = sorted(groups, key=lambda g: any(int(t.deletes().size()) for t in g.fileScanTasks()))
+
+        def recorded(group: Any) -> None:
+            events.append(("decode", int(group.fileScanTasks().size())))
+            decode(group)
+
+        return real_copy_eligible(spark_, table, clean_first, decode=recorded, **kwargs)
+
+    monkeypatch.setattr(rgc, "_candidates", candidates)
+    monkeypatch.setattr(major, "copy_eligible", copy_eligible)
+    run = compact_in_process(spark, sqlite_catalog, "rg.order", CompactionMode.MAJOR, level=ValidationLevel.CHECKSUM,
+                             overrides=COPY_SETTINGS, now=NOW, clean=True)
+    assert sorted(p.status for p in run.partitions) == ["committed", "committed"]
+    assert [kind for kind, _ in events][:2] == ["decode", "split"], events  # the deleted day's group first
+    table = catalog.load_table(("rg", "order"))
+    assert table.current_snapshot().summary[ROW_GROUP_COPY_PROPERTY] == "3 files into 1"
+    assert read_table(table).rows == before.rows
+
+
 @pytest.mark.unit
 def test_the_policy_key_turns_row_group_copy_off() -> None:
     """``compaction.row-group-copy.enabled=false`` reaches the rewrite as disabled settings, and disabled settings
