@@ -1,6 +1,7 @@
 """Health-triggered compaction's watcher (compaction/ops/watch.py) on a real table: it fires when a commit crosses a
 partition's MINOR trigger (fragment files, as a streaming writer makes them) and not before, reads only the manifests a commit added, holds back while a run of the
-table waits to start (not while it runs), and rate-limits; plus the pure rules (compaction/core/triggering.py)."""
+table waits to start (not while it runs) but not past a catalog outage after its event, and rate-limits; plus the pure
+rules (compaction/core/triggering.py)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,55 @@ def test_fires_on_the_commit_that_crosses_the_minor_trigger(spark, sqlite_catalo
         ledger.finish_run(picked, RunStatus.FAILED, exit_code=8, now=at(42))
         (again,) = watcher.poll(at(43))  # no commit since, but still unhealthy: retried
         assert again["partitions"] == ["spec=0/p=a"]
+
+
+def test_an_event_lost_to_a_catalog_outage_is_fired_again_once_the_catalog_answers(tmp_path: Path) -> None:
+    """The run an event starts can fail before it records itself when the catalog's database goes down right after
+    the event (it cannot load the table, nor reach its ledger there). The watcher that finds the catalog unreachable
+    after its event does not wait the pickup timeout for that run: once the database answers, the table, still
+    needing work, fires again."""
+    import time
+    import uuid
+
+    import pyarrow as pa
+
+    from compaction.core.errors import CompactionError
+    from icecompact_testing.postgres import start_cluster
+
+    cluster = start_cluster()
+    try:
+        (tmp_path / "warehouse").mkdir()
+        catalog = CatalogConfig(f"pgw_{uuid.uuid4().hex[:8]}", {
+            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
+            "warehouse": (tmp_path / "warehouse").as_uri()})
+        pyiceberg_catalog = catalog.load()
+        pyiceberg_catalog.create_namespace("hw")
+        table = pyiceberg_catalog.create_table("hw.t", pa.schema([pa.field("id", pa.int64())]), properties={
+            "format-version": "2", "compaction.minor.fragment-file-count": "2"})
+        for n in range(3):  # three fragment files: a MINOR's work
+            table.append(pa.table({"id": [n]}))
+        with Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+            lines: list[str] = []
+            watcher = HealthWatcher(catalog, ["hw.*"], min_interval_s=5, ledger=ledger, progress=lines.append)
+            (event,) = watcher.poll(at(0))
+            assert event["table"] == "hw.t" and event["kinds"], event
+            assert watcher.poll(at(10)) == [], "\n".join(lines)  # its run has not started yet: no second event
+
+            cluster.stop_server()
+            try:
+                watcher.poll(at(12))
+                raise AssertionError("the poll read a catalog whose database is stopped")
+            except CompactionError:
+                pass
+            cluster.start_server()
+            events: list[dict[str, object]] = []
+            for attempt in range(30):  # the first queries after the restart may meet pooled connections it closed
+                try:
+                    events = watcher.poll(at(20 + attempt))
+                    break
+                except CompactionError:
+                    time.sleep(0.5)
+            # 20 s after the event, far inside the pickup timeout, and no run recorded: fired again.
+            assert len(events) == 1 and events[0]["table"] == "hw.t", "\n".join(lines)
+    finally:
+        cluster.stop()

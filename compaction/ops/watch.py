@@ -29,7 +29,8 @@ from compaction.core.triggering import (
 
 log = logging.getLogger(__name__)
 MAX_PARTITIONS_IN_EVENT = 50
-#: After an event, a run of the table counts as waiting to start until it is recorded, for at most this long.
+#: After an event, a run of the table counts as waiting to start until it is recorded, for at most this long (or
+#: until the watcher itself finds the catalog unreachable: see HealthWatcher._run_waiting).
 PICKUP_TIMEOUT_S = 120.0
 
 
@@ -55,6 +56,8 @@ class HealthWatcher:
         self._plans: dict[str, Any] = {}
         self.watched: dict[str, WatchedTable] = {}
         self._loaded: Any = None
+        #: When a poll last could not read the catalog (its table list, or a table and its ledger runs).
+        self._unreachable_at: dict[str | None, _dt.datetime] = {}
 
     def _matches(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
@@ -64,9 +67,14 @@ class HealthWatcher:
         from compaction.ops.fleet import metadata_locations
 
         now = now or _dt.datetime.now(_dt.timezone.utc)
-        if self._loaded is None:
-            self._loaded = self.catalog.load()
-        locations = {n: loc for n, loc in metadata_locations(self.catalog, self._loaded).items() if self._matches(n)}
+        try:
+            if self._loaded is None:
+                self._loaded = self.catalog.load()
+            listed = metadata_locations(self.catalog, self._loaded)
+        except CompactionError:
+            self._unreachable_at[None] = now
+            raise
+        locations = {n: loc for n, loc in listed.items() if self._matches(n)}
         events = []
         for name, location in locations.items():
             previous = self.watched.get(name)
@@ -76,6 +84,7 @@ class HealthWatcher:
                 event = self._evaluate(name, location, previous, now)
             except CompactionError as e:  # one unreadable table must not stop the watch of the others
                 log.warning("health watch: %s.%s: %s", self.catalog.name, name, e)
+                self._unreachable_at[name] = now
                 continue
             if event is not None:
                 events.append(event)
@@ -85,12 +94,15 @@ class HealthWatcher:
             self._plans.pop(gone, None)
         return events
 
-    def _run_waiting(self, table_ref: str, last_fired: _dt.datetime | None, now: _dt.datetime) -> bool:
+    def _run_waiting(self, name: str, table_ref: str, last_fired: _dt.datetime | None, now: _dt.datetime) -> bool:
         """A run of the table is waiting to start: planned but not queued yet, or with a work item still queued; or
         the last event has not started one yet (an event takes the scheduler and a worker some seconds to become a
         run: firing again meanwhile would start a second run of the same work), for at most
-        :data:`PICKUP_TIMEOUT_S`. A run whose items are all running or finished does not count
-        (compaction.core.triggering: the next run queues behind it)."""
+        :data:`PICKUP_TIMEOUT_S`, and not once this watcher found the catalog unreachable after the event: the run
+        it started then most likely failed before it could record itself (its ledger and catalog were down), and
+        waiting out the timeout would leave the table without compaction for two minutes after every outage. A run
+        whose items are all running or finished does not count (compaction.core.triggering: the next run queues
+        behind it)."""
         if self.ledger is None:
             return False
         from compaction.ops.runner import settle_queued_runs
@@ -102,6 +114,8 @@ class HealthWatcher:
             if not items or any(i.status is WorkStatus.QUEUED for i in items):
                 return True
         if last_fired is None or (now - last_fired).total_seconds() >= PICKUP_TIMEOUT_S:
+            return False
+        if any(at >= last_fired for at in (self._unreachable_at.get(None), self._unreachable_at.get(name)) if at):
             return False
         recent = self.ledger.runs(table_ref, catalog=self.catalog.name, limit=5)
         return not any(r.started_at >= last_fired for r in recent)
@@ -124,7 +138,7 @@ class HealthWatcher:
                          cache=self._plans.setdefault(name, PlanCache()))
         work = [d for d in plan.decisions if d.kind is not CompactionKind.NONE]
         last_fired = previous.last_fired_at if previous else None
-        waiting = bool(work) and self._run_waiting(identity.dotted, last_fired, now)
+        waiting = bool(work) and self._run_waiting(name, identity.dotted, last_fired, now)
         fire, why = fire_decision(len(work), run_waiting=waiting, last_fired_at=last_fired, now=now,
                                   min_interval_s=self.min_interval_s)
         self.watched[name] = WatchedTable(location, bool(work), now if fire else last_fired)
