@@ -59,9 +59,10 @@ def test_short_soak_with_faults_loses_nothing_and_never_blocks_the_writer(spark,
 
     # Scans: sampled snapshots were rescanned quietly against a compacted copy of their own rows (same row count, or
     # the rescan raises), and the scan goals are judged on those.
-    scanned = [s for s in samples_after_first_compaction(report) if "scan_ratio" in s]
     quiet = [s for s in report.samples if "quiet_scan_ratio" in s]
-    assert scanned and len(quiet) == min(2, len(scanned)), (len(scanned), quiet)
+    assert 1 <= len(quiet) <= 2, quiet
     assert all(s["quiet_scan_s"] > 0 and s["quiet_reference_scan_s"] > 0 for s in quiet), quiet
-    assert f"quiet rescans of {len(quiet)} sampled snapshots" in goals["scan_within_1_5x_of_after_full_compaction"][
-        "figure"]
+    judged = [s for s in samples_after_first_compaction(report) if "quiet_scan_ratio" in s]
+    if judged:  # a slow machine may scan nothing after the first compaction: the samples before it are rescanned
+        assert f"quiet rescans of {len(judged)} sampled snapshots" in goals[
+            "scan_within_1_5x_of_after_full_compaction"]["figure"]

@@ -689,8 +689,12 @@ def _quiet_rescans(config: SoakConfig, report: SoakReport, spark: Any, ref: str,
     sampler's reference), fastest of :data:`QUIET_SCAN_ROUNDS` alternated scans each. The sampler's live pairs run
     beside the writer and the compactions on the same cores, and compare with a copy of the table's rows at the
     start: the reference alone varies several-fold from one sample to the next. Adds ``quiet_scan_s``,
-    ``quiet_reference_scan_s`` and ``quiet_scan_ratio`` to each rescanned sample."""
+    ``quiet_reference_scan_s`` and ``quiet_scan_ratio`` to each rescanned sample. When no scanned sample follows the
+    first compaction (a short run on a slow machine), the scanned samples before it are rescanned instead (the goals
+    judge only those after it)."""
     scanned = [s for s in samples_after_first_compaction(report) if "scan_ratio" in s and s.get("snapshot_id")]
+    if not scanned:
+        scanned = [s for s in report.samples if "scan_ratio" in s and s.get("snapshot_id") and "error" not in s]
     if config.quiet_rescans <= 0 or not scanned:
         return
     step = max(1, len(scanned) // config.quiet_rescans)
