@@ -145,12 +145,7 @@ def postgres_cluster() -> Iterator[object]:
 @pytest.fixture()
 def postgres_catalog(tmp_path: Path, spark, postgres_cluster) -> CatalogConfig:  # type: ignore[no-untyped-def]
     """A fresh PostgreSQL catalog (own database, local warehouse) registered in pyiceberg and in Spark."""
-    database = postgres_cluster.create_database()
-    name = f"pg_{uuid.uuid4().hex[:8]}"
-    warehouse = tmp_path / "warehouse"
-    warehouse.mkdir()
-    catalog = CatalogConfig(name, {"type": "sql", "uri": postgres_cluster.sqlalchemy_uri(database),
-                                   "warehouse": warehouse.as_uri()})
+    catalog: CatalogConfig = postgres_cluster.sql_catalog("pg", tmp_path / "warehouse")
     _register(spark, catalog)
     return catalog
 

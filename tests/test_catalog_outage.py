@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -63,10 +62,7 @@ def _own_postgres_catalog(spark, cluster, tmp_path: Path, prefix: str) -> Catalo
     """A catalog on the test's own cluster (the session's is shared by other tests), registered in Spark uncached."""
     from compaction.spark.session import register_catalog
 
-    catalog = CatalogConfig(f"{prefix}_{uuid.uuid4().hex[:8]}", {
-        "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
-        "warehouse": (tmp_path / "warehouse").as_uri()})
-    (tmp_path / "warehouse").mkdir()
+    catalog: CatalogConfig = cluster.sql_catalog(prefix, tmp_path / "warehouse")
     register_catalog(spark, catalog)
     return catalog
 
@@ -252,10 +248,7 @@ def test_loading_a_table_waits_for_a_postgresql_catalog_that_restarts(tmp_path: 
 
     cluster = start_cluster()
     try:
-        (tmp_path / "warehouse").mkdir()
-        catalog = CatalogConfig(f"pgl_{uuid.uuid4().hex[:8]}", {
-            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
-            "warehouse": (tmp_path / "warehouse").as_uri()})
+        catalog = cluster.sql_catalog("pgl", tmp_path / "warehouse")
         pyiceberg_catalog = catalog.load()
         pyiceberg_catalog.create_namespace("db")
         created = pyiceberg_catalog.create_table("db.t", pa.schema([pa.field("id", pa.int64())]))

@@ -93,7 +93,6 @@ def test_an_event_lost_to_a_catalog_outage_is_fired_again_once_the_catalog_answe
     after its event does not wait the pickup timeout for that run: once the database answers, the table, still
     needing work, fires again."""
     import time
-    import uuid
 
     import pyarrow as pa
 
@@ -102,10 +101,7 @@ def test_an_event_lost_to_a_catalog_outage_is_fired_again_once_the_catalog_answe
 
     cluster = start_cluster()
     try:
-        (tmp_path / "warehouse").mkdir()
-        catalog = CatalogConfig(f"pgw_{uuid.uuid4().hex[:8]}", {
-            "type": "sql", "uri": cluster.sqlalchemy_uri(cluster.create_database()),
-            "warehouse": (tmp_path / "warehouse").as_uri()})
+        catalog = cluster.sql_catalog("pgw", tmp_path / "warehouse")
         pyiceberg_catalog = catalog.load()
         pyiceberg_catalog.create_namespace("hw")
         table = pyiceberg_catalog.create_table("hw.t", pa.schema([pa.field("id", pa.int64())]), properties={

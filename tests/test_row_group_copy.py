@@ -25,12 +25,12 @@ ROWS_PER_FILE = 6_000
 COPY_SETTINGS = {"row_group_copy_min_row_group_bytes": 1024, "major_full_rewrite": True}
 
 
-def _append_file(spark: Any, ref: str, first_id: int, *extra: str) -> None:
-    """One data file of ROWS_PER_FILE rows (one partition, one Spark task), ids from ``first_id``; ``extra``: more
-    column expressions."""
+def _append_file(spark: Any, ref: str, first_id: int, *extra: str, day: str = "2024-01-01") -> None:
+    """One data file of ROWS_PER_FILE rows (partition ``day``, one Spark task), ids from ``first_id``; ``extra``:
+    more column expressions."""
     (spark.range(first_id, first_id + ROWS_PER_FILE, 1, 1)
      .selectExpr("id", "CAST(id % 97 AS INT) AS bucket", "sha2(CAST(id AS STRING), 256) AS payload",
-                 "DATE'2024-01-01' AS day", *extra)
+                 f"DATE'{day}' AS day", *extra)
      .writeTo(ref).append())
 
 
@@ -168,11 +168,7 @@ def test_a_file_group_with_no_copy_candidate_is_decoded_before_the_others_are_sp
     for i in range(4):
         _append_file(spark, ref, i * ROWS_PER_FILE)  # day 2024-01-01: a delete on the first file, 3 clean ones copied
     for i in range(2):  # day 2024-01-02: a delete on each file, decoded
-        first = (10 + i) * ROWS_PER_FILE
-        (spark.range(first, first + ROWS_PER_FILE, 1, 1)
-         .selectExpr("id", "CAST(id % 97 AS INT) AS bucket", "sha2(CAST(id AS STRING), 256) AS payload",
-                     "DATE'2024-01-02' AS day")
-         .writeTo(ref).append())
+        _append_file(spark, ref, (10 + i) * ROWS_PER_FILE, day="2024-01-02")
     spark.sql(f"DELETE FROM {ref} WHERE id IN (5, {10 * ROWS_PER_FILE}, {11 * ROWS_PER_FILE})")
     sizes = [int(r[0]) for r in spark.sql(f"SELECT file_size_in_bytes FROM {ref}.data_files").collect()]
     spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('write.target-file-size-bytes' = '{16 * max(sizes)}')")

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from compaction.catalog import CatalogConfig
 from compaction.core.errors import ConfigError
 from icecompact_testing.processes import free_port as _free_port
 
@@ -45,6 +46,13 @@ class PostgresCluster:
         name = name or f"cat_{uuid.uuid4().hex[:10]}"
         self._psql(f'CREATE DATABASE "{name}"')
         return name
+
+    def sql_catalog(self, prefix: str, warehouse: Path) -> CatalogConfig:
+        """A SQL catalog on a database of its own in this cluster (``prefix`` and a random suffix as its name), its
+        warehouse the folder ``warehouse`` (created)."""
+        warehouse.mkdir(parents=True, exist_ok=True)
+        return CatalogConfig(f"{prefix}_{uuid.uuid4().hex[:8]}", {
+            "type": "sql", "uri": self.sqlalchemy_uri(self.create_database()), "warehouse": warehouse.as_uri()})
 
     def _psql(self, sql: str) -> None:
         env = {**os.environ, "PGPASSWORD": self.password}

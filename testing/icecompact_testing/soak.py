@@ -679,6 +679,13 @@ def reference_of(ref: str) -> str:
     return f"{ref}_scan_reference"
 
 
+def _compacted_copy(spark: Any, source: str, target: str, format_version: int) -> None:
+    """A compacted copy of ``source``'s rows (a table, or a table ``VERSION AS OF`` a snapshot) as table ``target``:
+    Spark writes it whole, at the target file size, with no delete file; never compacted by us."""
+    spark.sql(f"CREATE TABLE {target} USING iceberg TBLPROPERTIES ('format-version' = '{int(format_version)}', "
+              f"'compaction.enabled' = 'false') AS SELECT * FROM {source}")
+
+
 #: Scans of each side of a quiet rescan, alternated; the fastest of each side is kept (load only ever adds time).
 QUIET_SCAN_ROUNDS = 3
 
@@ -704,8 +711,7 @@ def _quiet_rescans(config: SoakConfig, report: SoakReport, spark: Any, ref: str,
     for sample in chosen:
         sid = int(sample["snapshot_id"])
         spark.sql(f"DROP TABLE IF EXISTS {copy} PURGE")
-        spark.sql(f"CREATE TABLE {copy} USING iceberg TBLPROPERTIES ('format-version' = '{config.format_version}', "
-                  f"'compaction.enabled' = 'false') AS SELECT * FROM {ref} VERSION AS OF {sid}")
+        _compacted_copy(spark, f"{ref} VERSION AS OF {sid}", copy, config.format_version)
         table_s: list[float] = []
         copy_s: list[float] = []
         rows: set[tuple[str, int]] = set()
@@ -853,9 +859,7 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
 
             register_catalog(spark, catalog)
         ref = f"{catalog.name}.{config.table}"
-        # The scan's yardstick: a compacted copy of the table (Spark writes it whole, at the target file size).
-        spark.sql(f"CREATE TABLE {reference_of(ref)} USING iceberg TBLPROPERTIES ('format-version' = "
-                  f"'{config.format_version}', 'compaction.enabled' = 'false') AS SELECT * FROM {ref}")
+        _compacted_copy(spark, ref, reference_of(ref), config.format_version)  # the scan's yardstick
 
         airflow.start_api()
         airflow.start_scheduler()
