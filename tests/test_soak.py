@@ -62,7 +62,42 @@ def test_short_soak_with_faults_loses_nothing_and_never_blocks_the_writer(spark,
     quiet = [s for s in report.samples if "quiet_scan_ratio" in s]
     assert 1 <= len(quiet) <= 2, quiet
     assert all(s["quiet_scan_s"] > 0 and s["quiet_reference_scan_s"] > 0 for s in quiet), quiet
+    assert all(s["quiet_unpartitioned_reference_scan_s"] > 0 for s in quiet), quiet
     judged = [s for s in samples_after_first_compaction(report) if "quiet_scan_ratio" in s]
     if judged:  # a slow machine may scan nothing after the first compaction: the samples before it are rescanned
         assert f"quiet rescans of {len(judged)} sampled snapshots" in goals[
             "scan_within_1_5x_of_after_full_compaction"]["figure"]
+
+
+def test_the_scan_yardstick_is_a_compacted_copy_in_the_tables_own_layout(spark, sqlite_catalog) -> None:
+    from compaction.spark import jvm as J
+    from icecompact_testing.soak import compacted_copy
+
+    ns = f"{sqlite_catalog.name}.yard"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    spark.sql(f"CREATE TABLE {ns}.t (id BIGINT, ts TIMESTAMP, payload STRING) USING iceberg PARTITIONED BY (days(ts)) "
+              "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read', "
+              "'write.target-file-size-bytes' = '262144')")
+    spark.range(80_000).selectExpr("id", "timestamp_seconds(1704067200 + (id % 4) * 86400) AS ts",
+                                   "sha2(cast(id AS string), 256) AS payload").writeTo(f"{ns}.t").append()
+    before_delete = int(J.load_table(spark, f"{ns}.t").currentSnapshot().snapshotId())
+    spark.sql(f"DELETE FROM {ns}.t WHERE id % 10 = 0")
+    assert spark.sql(f"SELECT count(*) FROM {ns}.t.delete_files").collect()[0][0] > 0
+
+    compacted_copy(spark, f"{ns}.t", f"{ns}.copy", 2)
+    compacted_copy(spark, f"{ns}.t", f"{ns}.flat", 2, before_delete, keep_layout=False)
+
+    source, copy, flat = (J.load_table(spark, f"{ns}.{n}") for n in ("t", "copy", "flat"))
+    assert copy.spec().fields().size() == 1
+    assert str(copy.spec().fields().get(0).transform()) == str(source.spec().fields().get(0).transform()) == "day"
+    assert dict(copy.properties())["write.target-file-size-bytes"] == "262144"
+    assert flat.spec().isUnpartitioned()
+    assert spark.table(f"{ns}.copy").count() == 72_000 and spark.table(f"{ns}.flat").count() == 80_000
+    files = spark.sql(f"SELECT partition, content, file_size_in_bytes FROM {ns}.copy.files").collect()
+    assert {f["content"] for f in files} == {0}  # no delete file
+    per_partition: dict[object, int] = {}
+    for f in files:
+        per_partition[f["partition"]] = per_partition.get(f["partition"], 0) + 1
+    # ~1.1 MiB of rows per day at a 256 KiB target: several files per partition, none far above the target
+    assert len(per_partition) == 4 and min(per_partition.values()) >= 2, per_partition
+    assert max(f["file_size_in_bytes"] for f in files) < 2 * 262144
