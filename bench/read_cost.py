@@ -25,7 +25,7 @@ settings via ``ICECOMPACT_SPARK_*`` as for the product) to calibrate the model f
 
 Usage::
 
-    .venv/bin/python bench/read_cost.py                       # 6 shapes (s, m) x v2, v3; ~25 min on 2 cores
+    .venv/bin/python bench/read_cost.py                       # 7 shapes (s, m) x v2, v3; ~30 min on 2 cores
     .venv/bin/python bench/read_cost.py --shapes xs,xs_many,s --formats 2 --scans 1   # quick
 
 Results: ``bench/results/read_cost.{txt,json}``.
@@ -65,11 +65,16 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "s_fragments": ("s", {"rounds": 32, "update_fraction": 0.0, "delete_fraction": 0.0, "position_delete_every": 0}),
     "s_positional": ("s", _POSITIONAL),
     "s_equality": ("s", {"rounds": 24, "position_delete_every": 0}),
+    "s_streaming": ("s", {"rounds": 20, "position_delete_every": 0}),
     "m": ("m", {}),
     "m_positional": ("m", _POSITIONAL),
 }
+#: shape name -> our MINOR after every N-th streaming round while the table is generated: a streaming table as the
+#: health watcher keeps it (Spark-written segments and merged fragments, one position delete / DV per data file, and
+#: the equality deletes of the rounds since the last MINOR).
+MINOR_EVERY: dict[str, int] = {"s_streaming": 6}
 #: Measured by default: the shapes users have (the ``xs`` ones are toys, where the per-query cost is most of a scan).
-DEFAULT_SHAPES = ("s", "s_fragments", "s_positional", "s_equality", "m", "m_positional")
+DEFAULT_SHAPES = ("s", "s_fragments", "s_positional", "s_equality", "s_streaming", "m", "m_positional")
 
 
 class BenchmarkError(RuntimeError):
@@ -186,7 +191,14 @@ class TableRun:
         self.target = spec.target_file_size
         self.log("generating ...")
         base = f"base_{self.shape}_v{self.format_version}"
-        generate_bulk(self.spark, self.catalog_cfg, f"{NAMESPACE}.{base}", spec, replace=True, log=None)
+        every = MINOR_EVERY.get(self.shape)
+
+        def minor_between_rounds(round_: int) -> None:
+            if every and round_ % every == 0:
+                self.ours(base, "minor")
+
+        generate_bulk(self.spark, self.catalog_cfg, f"{NAMESPACE}.{base}", spec, replace=True, log=None,
+                      after_round=minor_between_rounds if every else None)
         base_table = self.catalog_cfg.load().load_table((NAMESPACE, base))
         self.metadata_file = base_table.metadata_location
         base_snapshots = {s.snapshot_id for s in base_table.snapshots()}

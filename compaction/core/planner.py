@@ -285,8 +285,10 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
     elsewhere_bytes = global_deletes.elsewhere_scope_bytes.get(state.key, 0) if equality else 0
     # A scan reads a position delete file for every data file it may apply to, a DV once for its one file.
     position_reads = position_rows = dv_reads = 0
+    position_filtered: set[str] = set()
     for i, d in enumerate(positional):
         n = len(app.targets[i])
+        position_filtered.update(app.targets[i])
         if d.content is DeleteContent.DELETION_VECTOR:
             dv_reads += n
         else:
@@ -295,10 +297,10 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
     return _finish(state, order_key, data, deletes, small, policy, data_bytes=data_bytes, data_records=data_records,
                    applying=applying, known_deleted=known_deleted, touched_by_eq=touched_by_eq, settled=settled,
                    dangling=dangling, attributed=attributed, elsewhere_bytes=elsewhere_bytes,
-                   positional_reads=(position_reads, position_rows, dv_reads))
+                   positional_reads=(position_reads, position_rows, dv_reads, len(position_filtered)))
 
 
-_NO_POSITIONAL_READS = (0, 0, 0)
+_NO_POSITIONAL_READS = (0, 0, 0, 0)
 
 
 #: A conversion of equality deletes reads only the equality columns (and row positions) of a segment file, not
@@ -310,7 +312,7 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
             deletes: tuple[DeleteFileInfo, ...], small: tuple[DataFileInfo, ...], policy: CompactionPolicy, *,
             data_bytes: int, data_records: int, applying: dict[str, int], known_deleted: dict[str, int],
             touched_by_eq: set[str], settled: int, dangling: int, attributed: PartitionDeletes,
-            elsewhere_bytes: int, positional_reads: tuple[int, int, int]) -> _Analysis:
+            elsewhere_bytes: int, positional_reads: tuple[int, int, int, int]) -> _Analysis:
     """``elsewhere_bytes``: for a partition of an unpartitioned spec, the bytes of other partitions' data files its
     (global) equality deletes apply to. Its MINOR (and selective MAJOR) converts them table-wide, reading those
     files too; its full MAJOR rewrites them (compaction.spark.minor.decide_work, compaction.spark.job)."""
@@ -385,11 +387,12 @@ def _finish(state: PartitionState, order_key: tuple[object, ...], data: tuple[Da
     delete_records += global_rows
     eq_records += global_rows
     ratio = delete_records / data_records if data_records > 0 else 0.0
-    position_reads, position_rows, dv_reads = positional_reads
+    position_reads, position_rows, dv_reads, position_filtered = positional_reads
     deleted_paths = frozenset([p for p, n in applying.items() if n > 0]).union(touched_by_eq)
     read_shape = ReadShape(
         data_files=len(data), data_mib=data_bytes / MIB, position_delete_reads=position_reads,
-        position_delete_rows=position_rows, dv_reads=dv_reads, equality_delete_files=n_eq,
+        position_delete_rows=position_rows, position_filtered_files=position_filtered, dv_reads=dv_reads,
+        equality_delete_files=n_eq,
         equality_delete_rows=eq_records,
         equality_probe_mib=sum(f.size_bytes for f in data if f.path in touched_by_eq) / MIB if touched_by_eq else 0.0,
     )

@@ -100,6 +100,8 @@ __all__ = [
     "READ_COST_POSITION_DELETE_READ_MS_DEFAULT",
     "READ_COST_POSITION_DELETE_ROW_MS",
     "READ_COST_POSITION_DELETE_ROW_MS_DEFAULT",
+    "READ_COST_POSITION_FILTERED_FILE_MS",
+    "READ_COST_POSITION_FILTERED_FILE_MS_DEFAULT",
     "READ_COST_DV_READ_MS",
     "READ_COST_DV_READ_MS_DEFAULT",
     "READ_COST_EQUALITY_DELETE_FILE_MS",
@@ -277,6 +279,8 @@ READ_COST_POSITION_DELETE_READ_MS = "compaction.read-cost.position-delete-read-m
 READ_COST_POSITION_DELETE_READ_MS_DEFAULT = _DEFAULT_COEFFICIENTS.position_delete_read_ms
 READ_COST_POSITION_DELETE_ROW_MS = "compaction.read-cost.position-delete-row-ms"
 READ_COST_POSITION_DELETE_ROW_MS_DEFAULT = _DEFAULT_COEFFICIENTS.position_delete_row_ms
+READ_COST_POSITION_FILTERED_FILE_MS = "compaction.read-cost.position-filtered-file-ms"
+READ_COST_POSITION_FILTERED_FILE_MS_DEFAULT = _DEFAULT_COEFFICIENTS.position_filtered_file_ms
 READ_COST_DV_READ_MS = "compaction.read-cost.dv-read-ms"
 READ_COST_DV_READ_MS_DEFAULT = _DEFAULT_COEFFICIENTS.dv_read_ms
 READ_COST_EQUALITY_DELETE_FILE_MS = "compaction.read-cost.equality-delete-file-ms"
@@ -522,6 +526,8 @@ _KNOBS: tuple[_Knob, ...] = (
     _Knob("read_cost_data_mib_ms", READ_COST_DATA_MIB_MS, _parse_float, _non_negative_float),
     _Knob("read_cost_position_delete_read_ms", READ_COST_POSITION_DELETE_READ_MS, _parse_float, _non_negative_float),
     _Knob("read_cost_position_delete_row_ms", READ_COST_POSITION_DELETE_ROW_MS, _parse_float, _non_negative_float),
+    _Knob("read_cost_position_filtered_file_ms", READ_COST_POSITION_FILTERED_FILE_MS, _parse_float,
+          _non_negative_float),
     _Knob("read_cost_dv_read_ms", READ_COST_DV_READ_MS, _parse_float, _non_negative_float),
     _Knob("read_cost_equality_delete_file_ms", READ_COST_EQUALITY_DELETE_FILE_MS, _parse_float, _non_negative_float),
     _Knob("read_cost_equality_delete_row_ms", READ_COST_EQUALITY_DELETE_ROW_MS, _parse_float, _non_negative_float),
@@ -621,6 +627,7 @@ class CompactionPolicy:
     read_cost_data_mib_ms: float = READ_COST_DATA_MIB_MS_DEFAULT
     read_cost_position_delete_read_ms: float = READ_COST_POSITION_DELETE_READ_MS_DEFAULT
     read_cost_position_delete_row_ms: float = READ_COST_POSITION_DELETE_ROW_MS_DEFAULT
+    read_cost_position_filtered_file_ms: float = READ_COST_POSITION_FILTERED_FILE_MS_DEFAULT
     read_cost_dv_read_ms: float = READ_COST_DV_READ_MS_DEFAULT
     read_cost_equality_delete_file_ms: float = READ_COST_EQUALITY_DELETE_FILE_MS_DEFAULT
     read_cost_equality_delete_row_ms: float = READ_COST_EQUALITY_DELETE_ROW_MS_DEFAULT

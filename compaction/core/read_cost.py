@@ -4,7 +4,11 @@ or a MAJOR, estimated from metadata alone (pure; no I/O).
 A scan opens every live data file and, for each, every delete file that applies to it (Iceberg spec, "Scan
 Planning": a position delete file is read and filtered by file path for every data file it may apply to, a deletion
 vector is one blob read, equality deletes are loaded as a set and every row of the data files they apply to is
-probed against it). Its cost is modelled as linear in these counts (:class:`ReadShape`) with one coefficient each
+probed against it). A data file whose rows are filtered by position (a position delete or a DV applies) is also
+counted once on its own: the reader builds its set of deleted positions and filters every batch of it. Measured,
+that costs several times a file open, whatever the number of delete files behind it (``bench/results/read_cost.txt``:
+the fit charges it and next to nothing per delete file read), and it is what a MINOR leaves on every data file
+whose deletes it converted. Its cost is modelled as linear in these counts (:class:`ReadShape`) with one coefficient each
 (:class:`ReadCostCoefficients`, milliseconds per unit). Defaults come from ``bench/read_cost.py`` on Spark 4.1
 with Iceberg 1.12 in local mode; users re-measure them on their own cluster with the same script and set the
 ``compaction.read-cost.*`` table properties it prints.
@@ -41,6 +45,8 @@ class ReadShape:
     position_delete_reads: int = 0
     #: rows of those position delete files, counted per data file they are read for
     position_delete_rows: int = 0
+    #: data files that a position delete file or a DV applies to (each filtered by its deleted positions)
+    position_filtered_files: int = 0
     #: deletion vectors read (one per data file that has one)
     dv_reads: int = 0
     #: equality delete files that apply to the partition (loaded once per scan)
@@ -66,21 +72,23 @@ FEATURES = tuple(f.name for f in fields(ReadShape))
 class ReadCostCoefficients:
     """Milliseconds per unit of each :class:`ReadShape` count. Defaults: ``bench/results/read_cost.txt``."""
 
-    # bench/read_cost.py, 2026-11-28 (Spark 4.1, Iceberg 1.12, local[2], local disk; 12 tables at s and m, v2 and
-    # v3): on object stores a file open costs more, so re-measure there.
-    data_file_ms: float = 1.36
-    data_mib_ms: float = 2.1
-    position_delete_read_ms: float = 0.39
-    position_delete_row_ms: float = 0.00051
-    dv_read_ms: float = 1.07
-    equality_delete_file_ms: float = 9.7
+    # bench/read_cost.py, 2026-12-06 (Spark 4.1, Iceberg 1.12, local[2], local disk; 14 tables at s and m, v2 and
+    # v3, a streaming one among them): on object stores a file open costs more, so re-measure there.
+    data_file_ms: float = 1.88
+    data_mib_ms: float = 1.82
+    position_delete_read_ms: float = 0.34
+    position_delete_row_ms: float = 0.0008
+    position_filtered_file_ms: float = 1.6
+    dv_read_ms: float = 0.0
+    equality_delete_file_ms: float = 7.0
     equality_delete_row_ms: float = 0.0
-    equality_probe_mib_ms: float = 0.0
+    equality_probe_mib_ms: float = 0.18
 
     def cost_ms(self, shape: ReadShape) -> float:
         return (self.data_file_ms * shape.data_files + self.data_mib_ms * shape.data_mib
                 + self.position_delete_read_ms * shape.position_delete_reads
                 + self.position_delete_row_ms * shape.position_delete_rows
+                + self.position_filtered_file_ms * shape.position_filtered_files
                 + self.dv_read_ms * shape.dv_reads
                 + self.equality_delete_file_ms * shape.equality_delete_files
                 + self.equality_delete_row_ms * shape.equality_delete_rows
@@ -128,6 +136,7 @@ def rewritten_shape(current: ReadShape, *, rewritten_files: int, rewritten_bytes
         data_mib=current.data_mib - rewritten_bytes / MIB + live / MIB,
         position_delete_reads=0 if deletion_vectors else kept_with_deletes,
         position_delete_rows=0 if deletion_vectors else kept_delete_rows,
+        position_filtered_files=kept_with_deletes,
         dv_reads=kept_with_deletes if deletion_vectors else 0,
     )
 

@@ -20,7 +20,8 @@ NONE, MINOR, MAJOR = CompactionKind.NONE, CompactionKind.MINOR, CompactionKind.M
 TARGET = 64 * MIB
 #: Round coefficients, so that the expected figures can be worked out by hand.
 COEFFICIENTS = ReadCostCoefficients(data_file_ms=10.0, data_mib_ms=1.0, position_delete_read_ms=5.0,
-                                    position_delete_row_ms=0.0, dv_read_ms=1.0, equality_delete_file_ms=4.0,
+                                    position_delete_row_ms=0.0, position_filtered_file_ms=0.0,
+                                    dv_read_ms=1.0, equality_delete_file_ms=4.0,
                                     equality_delete_row_ms=0.0, equality_probe_mib_ms=0.5)
 POL = CompactionPolicy(
     target_file_size_bytes=TARGET, min_job_group_bytes=1, read_cost_max_overhead=1.5, read_cost_min_saving_ms=20.0,
@@ -71,6 +72,7 @@ def test_a_rewrite_leaves_one_delete_per_kept_file_with_deletes(dvs: bool) -> No
     assert after.data_files == 10 - 6 + 1
     assert after.data_mib == pytest.approx(100.0)
     assert (after.dv_reads, after.position_delete_reads) == ((4, 0) if dvs else (0, 4))
+    assert after.position_filtered_files == 4  # every kept file with deletes is still filtered by position
     assert after.equality_delete_files == after.equality_delete_rows == 0 and after.equality_probe_mib == 0
 
 
@@ -195,3 +197,26 @@ def test_property_the_model_only_raises_and_only_for_a_predicted_gain(sizes: lis
         assert d.metrics["read_cost_after_ms"] <= d.metrics["read_cost_ms"] - guarded.read_cost_min_saving_ms + 1e-6
     else:
         assert d.kind is base.kind
+
+
+def test_a_data_file_filtered_by_position_counts_once_whatever_the_delete_files_behind_it() -> None:
+    segments = [data(f"s{i}", 60, records=100_000) for i in range(4)]
+    # one partition-scoped position delete file over 4 segments; one file-scoped delete for each of 2 segments and
+    # 3 more for the first; a DV on each of 3 segments (v3)
+    partition_scoped = part(segments, [DeleteFileInfo("p", DeleteContent.POSITION, 1000, 8, 2)])
+    file_scoped = part(segments, [DeleteFileInfo(f"p{i}_{j}", DeleteContent.POSITION, 1000, 2, 2,
+                                                 referenced_data_file=f"s{i}")
+                                  for i in range(2) for j in range(4 if i == 0 else 1)])
+    dvs = part(segments, [DeleteFileInfo(f"dv{i}", DeleteContent.DELETION_VECTOR, 1000, 2, 2,
+                                         referenced_data_file=f"s{i}", content_offset=4, content_size_bytes=50)
+                          for i in range(3)])
+    table = TableIdentity("c", ("db",), "t")
+    (shared, _), = read_costs(TableState(table, 2, 1, 1, {}, (partition_scoped,)), POL).values()
+    (own, _), = read_costs(TableState(table, 2, 1, 1, {}, (file_scoped,)), POL).values()
+    (vectors, _), = read_costs(TableState(table, 3, 1, 1, {}, (dvs,)), POL).values()
+    assert (shared.position_delete_reads, shared.position_filtered_files, shared.position_delete_rows) == (4, 4, 32)
+    assert (own.position_delete_reads, own.position_filtered_files, own.position_delete_rows) == (5, 2, 10)
+    assert (vectors.dv_reads, vectors.position_filtered_files) == (3, 3)
+    priced = dataclasses.replace(POL, read_cost_position_delete_read_ms=0.0,
+                                 read_cost_position_filtered_file_ms=3.0).read_cost_coefficients
+    assert priced.cost_ms(shared) - priced.cost_ms(own) == pytest.approx((4 - 2) * 3.0)
