@@ -283,7 +283,8 @@ def _analyze(state: PartitionState, policy: CompactionPolicy, order_key: tuple[o
         if d.referenced_data_file is not None and app.targets[i]:
             known_deleted[d.referenced_data_file] = known_deleted.get(d.referenced_data_file, 0) + d.record_count
     elsewhere_bytes = global_deletes.elsewhere_scope_bytes.get(state.key, 0) if equality else 0
-    # A scan reads a position delete file for every data file it may apply to, a DV once for its one file.
+    # A scan reads a position delete file for every data file it may apply to, a DV once for its one file; each data
+    # file with any of them is read through a filter of its deleted positions (counted once).
     position_reads = position_rows = dv_reads = 0
     position_filtered: set[str] = set()
     for i, d in enumerate(positional):

@@ -717,14 +717,13 @@ QUIET_SCAN_ROUNDS = 3
 def _quiet_rescans(config: SoakConfig, report: SoakReport, spark: Any, ref: str, log: Callable[[str], None]) -> None:
     """Scan again, with nothing else running, ``config.quiet_rescans`` of the snapshots the sampler scanned after
     the first compaction, each against a compacted copy of that snapshot's own rows in the table's layout (see
-    :func:`compacted_copy`; the sampler's reference is one of the table at the start), fastest of
-    :data:`QUIET_SCAN_ROUNDS` alternated scans each. The sampler's live pairs run
+    :func:`compacted_copy`), fastest of :data:`QUIET_SCAN_ROUNDS` alternated scans each. The sampler's live pairs run
     beside the writer and the compactions on the same cores, and compare with a copy of the table's rows at the
     start: the reference alone varies several-fold from one sample to the next. Adds ``quiet_scan_s``,
-    ``quiet_reference_scan_s`` and ``quiet_scan_ratio`` to each rescanned sample, and the same against an unpartitioned
-    copy (``quiet_unpartitioned_*``, for comparison only). When no scanned sample follows the
-    first compaction (a short run on a slow machine), the scanned samples before it are rescanned instead (the goals
-    judge only those after it)."""
+    ``quiet_reference_scan_s`` and ``quiet_scan_ratio`` to each rescanned sample, and the same against an
+    unpartitioned copy (``quiet_unpartitioned_*``, for comparison only). When no scanned sample follows the first
+    compaction (a short run on a slow machine), the scanned samples before it are rescanned instead (the goals judge
+    only those after it)."""
     scanned = [s for s in samples_after_first_compaction(report) if "scan_ratio" in s and s.get("snapshot_id")]
     if not scanned:
         scanned = [s for s in report.samples if "scan_ratio" in s and s.get("snapshot_id") and "error" not in s]
@@ -1291,10 +1290,13 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
     # reported beside them.
     unpartitioned = sorted(s["quiet_unpartitioned_scan_ratio"] for s in after if "quiet_unpartitioned_scan_ratio" in s)
     ratios = quiet or live
-    measured = (f"quiet rescans of {len(quiet)} sampled snapshots, each against a compacted copy of its own rows in "
-                f"the table's layout (against an unpartitioned copy: median {_quantile(unpartitioned, 0.5):.2f}x, p90 "
-                f"{_quantile(unpartitioned, 0.9):.2f}x; live pairs beside the run: median {_quantile(live, 0.5):.2f}x, "
-                f"p90 {_quantile(live, 0.9):.2f}x)"
+    # Reports of before 2026-12-06 rescanned against an unpartitioned copy only (then their only yardstick).
+    beside = (f"against an unpartitioned copy: median {_quantile(unpartitioned, 0.5):.2f}x, p90 "
+              f"{_quantile(unpartitioned, 0.9):.2f}x; " if unpartitioned else "")
+    layout = " in the table's layout" if unpartitioned else ""
+    measured = (f"quiet rescans of {len(quiet)} sampled snapshots, each against a compacted copy of its own rows"
+                f"{layout} ({beside}live pairs beside the run: "
+                f"median {_quantile(live, 0.5):.2f}x, p90 {_quantile(live, 0.9):.2f}x)"
                 if quiet else "live pairs beside the run") if ratios else ""
     goals["scan_within_1_5x_of_after_full_compaction"] = {
         "met": bool(ratios) and ratios[-1] <= 1.5,
