@@ -178,7 +178,7 @@ def main() -> int:
         return maintenance_main(args)
 
     from icecompact_testing.flink_soak import config_for_flink
-    from icecompact_testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak
+    from icecompact_testing.soak import SoakConfig, SoakReport, evaluate, minor_trigger, run_soak, sampler_settings
 
     reports: dict[str, dict[str, Any]] = {}
     all_met = True
@@ -195,7 +195,7 @@ def main() -> int:
             lines += describe(report, goals, data.get("wall_minutes"))
             all_met &= all(g["met"] for g in goals.values())
     else:
-        from compaction.spark.session import SparkSettings, build_session
+        from compaction.spark.session import build_session
 
         workroot = Path(args.workdir or tempfile.mkdtemp(prefix="icecompact-soak-"))
         header = (f"soak ({args.path} path, {args.writer} writer, {args.dml_writers} DML): {args.minutes:g} min per "
@@ -203,7 +203,7 @@ def main() -> int:
                   f"{args.size if args.writer == 'spark' else '(Flink stream)'}, work folder "
                   f"{workroot}" + (f", table properties {dict(args.table_property)}" if args.table_property else ""))
         lines = [header, ""]
-        spark = build_session([], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
+        spark = build_session([], sampler_settings())
         try:
             cooperative = {"plain": [False], "cooperative": [True], "both": [False, True]}[args.dml_writers]
             for version, coop in ((int(v), c) for v in args.formats.split(",") for c in cooperative):

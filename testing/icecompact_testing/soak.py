@@ -829,6 +829,18 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+SAMPLER_DRIVER_MEMORY = "4g"
+
+
+def sampler_settings() -> Any:
+    """The sampler's Spark session: local, and with heap for the final ``exceptAll`` of the writer's model against the
+    table (~2.5M wide rows at size m; the default 1 GiB driver runs out of heap there)."""
+    from compaction.spark.session import SparkSettings
+
+    return SparkSettings(master="local[2]", app_name="icecompact-soak-sampler",
+                         extra_conf={"spark.driver.memory": SAMPLER_DRIVER_MEMORY})
+
+
 def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
              log: Callable[[str], None] = lambda m: print(m, flush=True)) -> SoakReport:
     """One soak run in ``workdir`` (kept: logs, writer events, plans). ``spark``: a session for the sampler's scans
@@ -879,9 +891,9 @@ def run_soak(config: SoakConfig, workdir: Path, *, spark: Any = None,
         log(f"soak: table ready: {json.loads((workdir / 'ready').read_text())['live_rows']:,} live rows")
 
         if spark is None:
-            from compaction.spark.session import SparkSettings, build_session
+            from compaction.spark.session import build_session
 
-            spark = build_session([catalog], SparkSettings(master="local[2]", app_name="icecompact-soak-sampler"))
+            spark = build_session([catalog], sampler_settings())
         else:
             from compaction.spark.session import register_catalog
 
@@ -1083,13 +1095,18 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
     checks["expected_rows"] = expected_df.count()
     import pyarrow.parquet as pq
 
-    expected = pq.read_table(workdir / "expected.parquet")
-    model: Counter[tuple[Any, ...]] = Counter()
-    for values in zip(*(expected.column(c).to_pylist() for c in expected.column_names)):
-        model[normalize_row(values)] += 1
+    # Multisets of row hashes, not rows: at size m the model holds ~2.5M wide rows, and two Counters of the rows
+    # themselves take most of the machine's memory. A 64-bit hash collision among a few million rows is ~1e-7 likely.
+    model: Counter[int] = Counter()
+    for batch in pq.ParquetFile(workdir / "expected.parquet").iter_batches(batch_size=65_536):
+        for values in zip(*(column.to_pylist() for column in batch.columns)):
+            model[hash(normalize_row(values))] += 1
     loaded = catalog.load().load_table((NAMESPACE, TABLE))
     oracle = read_table(loaded)
-    actual = Counter(oracle.rows)
+    actual: Counter[int] = Counter()
+    for row, count in oracle.rows.items():
+        actual[hash(row)] += count
+    del oracle
     checks["oracle_missing_rows"] = sum((model - actual).values())
     checks["oracle_extra_rows"] = sum((actual - model).values())
     log(f"soak: content: model {checks['expected_rows']:,} rows; Spark missing {checks['spark_missing_rows']}, "
