@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from compaction.catalog import CatalogConfig
 from compaction.core.planner import READ_COST_REASON
+from compaction.spark.session import SparkSettings
 from icecompact_testing.airflow_processes import AirflowProcesses
 
 NAMESPACE = "soak"
@@ -165,7 +166,7 @@ class SoakWriter(WriterProcess):
 
     def run(self) -> int:
         from compaction.spark import jvm as J
-        from compaction.spark.session import SparkSettings, build_session
+        from compaction.spark.session import build_session
         from icecompact_testing.bulk import BulkGenerator, BulkSpec, create_table
 
         config = self.config
@@ -832,11 +833,9 @@ def _cmdline(pid: int) -> str:
 SAMPLER_DRIVER_MEMORY = "4g"
 
 
-def sampler_settings() -> Any:
+def sampler_settings() -> SparkSettings:
     """The sampler's Spark session: local, and with heap for the final ``exceptAll`` of the writer's model against the
     table (~2.5M wide rows at size m; the default 1 GiB driver runs out of heap there)."""
-    from compaction.spark.session import SparkSettings
-
     return SparkSettings(master="local[2]", app_name="icecompact-soak-sampler",
                          extra_conf={"spark.driver.memory": SAMPLER_DRIVER_MEMORY})
 
@@ -1210,7 +1209,6 @@ def _final_checks(config: SoakConfig, workdir: Path, report: SoakReport, spark: 
     # -- a full compaction for the scan reference
     from compaction.core.plan import CompactionMode
     from compaction.ops.runner import run_table
-    from compaction.spark.session import SparkSettings
 
     _quiet_rescans(config, report, spark, ref, log)
     before = [_scan(spark, ref)[0] for _ in range(3)]
@@ -1307,7 +1305,7 @@ def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]
     # reported beside them.
     unpartitioned = sorted(s["quiet_unpartitioned_scan_ratio"] for s in after if "quiet_unpartitioned_scan_ratio" in s)
     ratios = quiet or live
-    # Reports of before 2026-12-06 rescanned against an unpartitioned copy only (then their only yardstick).
+    # A report without unpartitioned rescans compared with an unpartitioned copy only (``--from-json`` re-renders).
     beside = (f"against an unpartitioned copy: median {_quantile(unpartitioned, 0.5):.2f}x, p90 "
               f"{_quantile(unpartitioned, 0.9):.2f}x; " if unpartitioned else "")
     layout = " in the table's layout" if unpartitioned else ""
