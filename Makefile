@@ -97,7 +97,7 @@ bench-scale-s3: install
 	$(PY) bench/scale.py --sizes $${SIZES:-s,m} --storage local,s3 --repeat $${REPEAT:-3} --format-version $${FORMAT:-2}
 
 # An evolved table (unpartitioned, then days(ts) half-way; global equality deletes) against a single-spec table with
-# the same data and deletes, and Iceberg's CALLs on it, side by side at the bulk size s (issue 28; ours through
+# the same data and deletes, and Iceberg's CALLs on it, side by side at the bulk size s (ours through
 # spark-submit; bench/results/evolved.*; ~15 min on 2 cores). SIZE=xs MODES=major for a quick look.
 .PHONY: bench-evolved
 bench-evolved: install
@@ -106,14 +106,14 @@ bench-evolved: install
 clean:
 	rm -rf .venv .venv-spark* build *.egg-info .pytest_cache .mypy_cache
 
-# Metadata path at scale (issue 12): inspect+plan vs Spark at 100k data files (bench/results/inspect_scale.*) and at
+# Metadata path at scale: inspect+plan vs Spark at 100k data files (bench/results/inspect_scale.*) and at
 # 1,000,000 data files (bench/results/inspect_scale_1m.*; ~4 min of table building, peak memory, profile).
 .PHONY: bench-metadata
 bench-metadata: install
 	$(PY) bench/inspect_scale.py
 	$(PY) bench/inspect_scale.py --million
 
-# The UI's overview page with 200 tables in the catalog (issue 15): response time through a real api-server
+# The UI's overview page with 200 tables in the catalog: response time through a real api-server
 # (bench/results/overview.*; ~3 min of table building). TABLES=50 for a shorter run.
 .PHONY: bench-overview
 bench-overview: install
@@ -125,37 +125,37 @@ bench-overview: install
 bench-streaming: install
 	$(PY) bench/streaming.py --size $${SIZE:-m}
 
-# A live CDC writer and the scheduled DAG together on PostgreSQL with faults (issue 14): 15 minutes per format (v2,
+# A live CDC writer and the scheduled DAG together on PostgreSQL with faults: 15 minutes per format (v2,
 # v3), ~40 min in all (bench/results/soak.*). MINUTES=3 SIZE=xs for a quick look.
 .PHONY: bench-soak
 bench-soak: install
 	$(PY) bench/soak.py --minutes $${MINUTES:-15} --size $${SIZE:-s} --formats $${FORMATS:-2,3}
 
-# The same soak on the event-driven path (issue 23): iceberg_compaction_on_health + the resident executor, the
+# The same soak on the event-driven path: iceberg_compaction_on_health + the resident executor, the
 # executor SIGKILLed mid-item; freshness replayed from the table history (bench/results/soak_health.*, freshness.*).
 .PHONY: bench-freshness
 bench-freshness: install
 	$(PY) bench/freshness.py --minutes $${MINUTES:-15} --size $${SIZE:-s} --formats $${FORMATS:-2,3}
 
-# Many small tables that each need a MINOR through the DAG: executor=submit against executor=resident (issue 23;
-# bench/results/fleet.*). TABLES=20 for a look.
+# Many small tables that each need a MINOR through the DAG: executor=submit against executor=resident
+# (bench/results/fleet.*). TABLES=20 for a look.
 .PHONY: bench-fleet
 bench-fleet: install
 	$(PY) bench/fleet.py --tables $${TABLES:-100}
 
-# An idle resident executor's CPU and memory over 15 minutes (issue 23; bench/results/idle.*).
+# An idle resident executor's CPU and memory over 15 minutes (bench/results/idle.*).
 .PHONY: bench-idle
 bench-idle: install
 	$(PY) bench/idle.py --minutes $${MINUTES:-15}
 
-# Maintenance soak (issue 24): writer + compaction + maintenance every minute (snapshot retention 5 min), 30 min
+# Maintenance soak: writer + compaction + maintenance every minute (snapshot retention 5 min), 30 min
 # per format (v2, v3) on PostgreSQL: plateau of snapshots / metadata bytes / manifests, storage <= 2x live bytes,
 # 0 rows lost, retained snapshots re-read (bench/results/maintenance_soak.*). MINUTES=4 RETENTION=60 for a look.
 .PHONY: bench-maintenance-soak
 bench-maintenance-soak: install
 	$(PY) bench/soak.py --maintenance --minutes $${MINUTES:-30} --formats $${FORMATS:-2,3} --retention-s $${RETENTION:-300}
 
-# Both Spark lines side by side (issue: Spark 4 and 3.5): bench/scale.py at m on Spark 4.1 and on Spark 3.5 (each with
+# Both Spark lines side by side: bench/scale.py at m on Spark 4.1 and on Spark 3.5 (each with
 # its line's default Iceberg), lines alternating, ours and Iceberg's CALL on each (bench/results/spark_lines.*;
 # ~12 min on 2 cores). SIZE=s ROUNDS=1 for a look.
 .PHONY: bench-spark-lines

@@ -1,4 +1,4 @@
-"""Evolved-table benchmark (issue 28): an Iceberg table whose partition spec evolved half-way runs within 1.3x the time
+"""Evolved-table benchmark: an Iceberg table whose partition spec evolved half-way runs within 1.3x the time
 of a single-spec table with the same data and deletes, and never slower than Iceberg's own full rewrite of it.
 
 Tables, at a size of the bulk generator (``icecompact_testing.bulk``, ``s`` by default, as in ``bench/scale.py``), same
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(r: dict[str, Any]) -> str:
-    out = [f"Evolved-table benchmark (issue 28), {r['created_at']}: {r['command']}",
+    out = [f"Evolved-table benchmark, {r['created_at']}: {r['command']}",
            f"size {r['config']['size']}, v{r['config']['format_version']}, validation count, ours through "
            f"spark-submit ({r['config']['spark_master']}), the CALL in-process; load average "
            f"{r['machine']['loadavg_start']} -> {r['machine']['loadavg_end']}; wall {r['wall_s']} s", ""]

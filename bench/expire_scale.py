@@ -1,4 +1,4 @@
-"""Snapshot expiry at scale (issue 24): one table with N snapshots (default 100,000; a metadata file of tens of MB),
+"""Snapshot expiry at scale: one table with N snapshots (default 100,000; a metadata file of tens of MB),
 our planner reading its snapshot list, and ``icecompact maintain``'s expiry side by side with Iceberg's
 ``CALL <cat>.system.expire_snapshots`` run the plain way on an identical copy, in one Spark session with the driver
 heap at icecompact's default for its local sessions (2g, ``spark.driver.memory`` in compaction/spark/session.py;

@@ -1,4 +1,4 @@
-"""Fleet (issue 23): many small tables that each need a MINOR, compacted through the DAG, with a spark-submit per job
+"""Fleet: many small tables that each need a MINOR, compacted through the DAG, with a spark-submit per job
 group (``executor=submit``) and with the resident executor (``executor=resident``), side by side in one run.
 
 Set-up: a throwaway PostgreSQL cluster holds the Iceberg catalog (JDBC) and the ledger; ``--tables`` small CDC tables

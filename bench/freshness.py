@@ -1,4 +1,4 @@
-"""Freshness (issue 23): how soon after a commit gives a partition work is it compacted and validated, on the
+"""Freshness: how soon after a commit gives a partition work is it compacted and validated, on the
 event-driven path (``iceberg_compaction_on_health`` + the resident executor), under the soak's live writer and faults.
 
 Runs the soak on the health path (``bench/soak.py --path health``: a writer committing every 2 s, a Spark DELETE or

@@ -1,4 +1,4 @@
-"""Idle cost of a resident executor (issue 23): CPU and memory of its whole process tree (supervisor, spark-submit JVM,
+"""Idle cost of a resident executor: CPU and memory of its whole process tree (supervisor, spark-submit JVM,
 Python driver) while it waits for work, sampled every 10 s, after one work item warmed it up.
 
 Goal: < 5 % of one core on average and a steady footprint (the RSS of the last third within 5 % of the first third's)

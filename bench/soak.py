@@ -145,7 +145,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="results path prefix (default bench/results/soak, soak_health)")
     ap.add_argument("--path", default="cron", choices=("cron", "health"),
                     help="cron: iceberg_compaction every minute, a spark-submit per job group; health: the "
-                         "event-driven iceberg_compaction_on_health feeding the resident executor (issue 23)")
+                         "event-driven iceberg_compaction_on_health feeding the resident executor")
     ap.add_argument("--writer", default="spark", choices=("spark", "flink"),
                     help="spark: our CDC writer process (streaming upserts + Spark DELETE / MERGE); flink: a Flink "
                          "upsert job (PyFlink, Iceberg's Flink sink, PRIMARY KEY, checkpoint every second) on a table "
@@ -160,7 +160,7 @@ def main() -> int:
     ap.add_argument("--from-json", default=None,
                     help="no new run: evaluate the goals again on a stored soak.json and rewrite .txt and .png")
     ap.add_argument("--maintenance", action="store_true",
-                    help="the maintenance soak instead (issue 24; icecompact_testing.maintenance_soak): writer + "
+                    help="the maintenance soak instead (icecompact_testing.maintenance_soak): writer + "
                          "compaction + maintenance, results bench/results/maintenance_soak.*")
     ap.add_argument("--retention-s", type=float, default=300.0, help="--maintenance: snapshot retention")
     ap.add_argument("--maintain-every-s", type=float, default=60.0, help="--maintenance: maintenance interval")

@@ -27,7 +27,7 @@ Reads measured on every compacted clone:
 Correctness (the benchmark aborts otherwise): every clone returns the base table's (count, checksum) over all rows and
 over each filter's rows.
 
-Goals (issue 25): after our sort / z-order MAJOR each filter reads >= 5x fewer bytes and files than after bin-pack
+Goals: after our sort / z-order MAJOR each filter reads >= 5x fewer bytes and files than after bin-pack
 (the range filter after ``sort``, the box after ``zorder``); our time within 1.1x of the CALL with the same strategy.
 
 Usage::

@@ -8,7 +8,7 @@ own table from the same seed (the generator is deterministic), checks every clon
 otherwise, so a line that computed a wrong result cannot report a time.
 
 What is compared: per line, the median over its rounds of each ratio ``scale.py`` reports (ours over the CALL at
-validation none / count / checksum, MINOR over MAJOR, scans), and the goal of the issue: our MAJOR over the CALL
+validation none / count / checksum, MINOR over MAJOR, scans), and the goal: our MAJOR over the CALL
 within 10 % of itself across the two lines. Absolute times per line are reported too (Spark 4.1 against 3.5 on the
 same work), with the caveat that each line's table is its own build.
 

@@ -1,4 +1,4 @@
-"""Write amplification over a streaming run (issue: fragments and segments): the bulk generator's CDC stream
+"""Write amplification over a streaming run: the bulk generator's CDC stream
 (``icecompact_testing.bulk``, one fragment file + one equality delete per partition per round, no position-delete
 commits) with a compaction every ``--every`` rounds, twice from the same seed, side by side in one process:
 

@@ -134,7 +134,7 @@ def history_chart(samples: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[s
     return "".join(parts)
 
 
-#: The metadata panels of the table page (issue 24): (sample key, label, colour, bytes?).
+#: The metadata panels of the table page: (sample key, label, colour, bytes?).
 METADATA_PANELS = (("snapshots", "snapshots", "#2563eb", False),
                    ("metadata_file_bytes", "metadata file", "#7c3aed", True),
                    ("manifests", "manifests (current snapshot)", "#0891b2", False),

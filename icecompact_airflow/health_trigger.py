@@ -1,4 +1,4 @@
-"""Compaction triggered by table health (issue 23): :class:`TableHealthTrigger`, an Airflow 3 event trigger for an
+"""Compaction triggered by table health: :class:`TableHealthTrigger`, an Airflow 3 event trigger for an
 ``AssetWatcher``, and :class:`CompactOnHealthOperator`, the one task of the event-driven DAG
 ``iceberg_compaction_on_health`` (dags/iceberg_health.py).
 

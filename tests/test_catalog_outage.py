@@ -1,5 +1,5 @@
-"""A catalog database that is briefly down (a restart, a failover) does not fail compaction (found by the soak: a
-10 s PostgreSQL restart failed every partition of the job that was running). Work that has committed nothing waits
+"""A catalog database that is briefly down (a restart, a failover) does not fail compaction (a 10 s PostgreSQL
+restart must not fail every partition of the job that is running). Work that has committed nothing waits
 for the catalog and starts over; a commit whose outcome is unknown is never retried blindly."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
                                                                  first_use: bool) -> None:
     """first_use: the job's process initialises the catalog while its database is down (a spark-submit job started
     during the outage). Spark's resolution swallows that failure and reports "spark_catalog requires a single-part
-    namespace" (found by the soak); the job must see the outage and wait."""
+    namespace"; the job must see the outage and wait."""
     from compaction.spark.session import register_catalog
     from icecompact_testing.postgres import start_cluster
 
@@ -128,7 +128,7 @@ def test_compaction_waits_for_a_postgresql_catalog_that_restarts(spark, tmp_path
 def test_an_outage_between_commit_and_validation_waits_and_validates(spark, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                                      monkeypatch, partitions: int,
                                                                      mode: CompactionMode) -> None:
-    """Found by the soak: PostgreSQL restarting right after our commit failed the partition with its snapshot on
+    """Regression test: PostgreSQL restarting right after our commit failed the partition with its snapshot on
     main and no validated outcome (and a group commit's undo, unable to reach the catalog, crashed the job). Now the
     job waits for the catalog and validates what it committed: one partition (run_task) and a group commit."""
     import compaction.spark.job as job
@@ -186,7 +186,7 @@ def test_a_group_commit_failed_by_an_outage_is_looked_up_once_the_catalog_answer
         spark, tmp_path: Path, monkeypatch) -> None:
     """The catalog's database goes down as a group commit is made, so the commit fails and the table cannot be read
     to see whether it landed. The job waits for the catalog, finds that it did not land, and commits; before, the
-    outcome was called unknown at once and every partition of the group failed (found by the soak)."""
+    outcome was called unknown at once and every partition of the group failed."""
     import compaction.spark.minor as minor
     from icecompact_testing.postgres import start_cluster
 

@@ -1,4 +1,4 @@
-"""Issue 28: equality deletes written under an unpartitioned spec are global (Iceberg spec, "Scan Planning"). On a
+"""Equality deletes written under an unpartitioned spec are global (Iceberg spec, "Scan Planning"). On a
 table that started unpartitioned and then gained a partition field, inspection, health and planning count them in
 the new spec's partitions too, as Iceberg's own scan planning applies them."""
 

@@ -1,4 +1,4 @@
-"""Issue 28: every compaction mode on seeded random CDC scenarios over tables whose partition spec and schema
+"""Every compaction mode on seeded random CDC scenarios over tables whose partition spec and schema
 evolved (:mod:`icecompact_testing.evolution`), with real Spark + Iceberg.
 
 Each seed's table is generated once (renamed key and partition-source columns, widened types, a dropped and re-added
@@ -55,7 +55,7 @@ SEEDS = [5, 3, 18, 1]
 MODES = ("auto", "minor", "major", "major_full", "major_sort", "major_zorder")
 _MODE = {"auto": CompactionMode.AUTO, "minor": CompactionMode.MINOR, "major": CompactionMode.MAJOR,
          "major_full": CompactionMode.MAJOR, "major_sort": CompactionMode.MAJOR, "major_zorder": CompactionMode.MAJOR}
-#: The clustering strategies (issue 25) on columns that were renamed / widened and a partition source: every MAJOR
+#: The clustering strategies on columns that were renamed / widened and a partition source: every MAJOR
 #: of theirs is a full rewrite of its partitions.
 _LAYOUT = {"major_sort": {"major_strategy": "sort", "major_sort_columns": "qty DESC NULLS LAST, key_id"},
            "major_zorder": {"major_strategy": "zorder", "major_sort_columns": "qty, ts"}}

@@ -1,4 +1,4 @@
-"""The resident executor end to end (issue 23): `icecompact run --executor resident` queues the plan, a detached
+"""The resident executor end to end: `icecompact run --executor resident` queues the plan, a detached
 supervisor runs a long-lived Spark application that takes the work, the run is recorded like a spark-submit run;
 one executor serves consecutive runs warm; an executor killed mid-group is restarted and the group re-run, the table
 validated and the ledger terminal; `icecompact executor stop` stops it."""

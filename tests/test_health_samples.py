@@ -1,4 +1,4 @@
-"""Health over time (issue 15): samples in the ledger on SQLite and PostgreSQL (dedupe, retention, per-table
+"""Health over time: samples in the ledger on SQLite and PostgreSQL (dedupe, retention, per-table
 queries), the pure sample/attention logic, and the overview over real pyiceberg tables (no Spark)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Maintenance on real Spark + Iceberg (issue 24): every action on v2/v3, partitioned and evolved tables with the
+"""Maintenance on real Spark + Iceberg: every action on v2/v3, partitioned and evolved tables with the
 reference reader equal before and after; orphan removal beside an uncommitted compaction and a writer's staged
 files; a scheme mismatch refused; expiry during a compaction run leaves the run validated."""
 

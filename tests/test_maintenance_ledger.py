@@ -1,4 +1,4 @@
-"""Ledger side of maintenance (issue 24): runs, actions, in-flight compaction runs, write leases (SQLite)."""
+"""Ledger side of maintenance: runs, actions, in-flight compaction runs, write leases (SQLite)."""
 
 from __future__ import annotations
 

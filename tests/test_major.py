@@ -161,7 +161,7 @@ def test_selective_major_rewrites_small_and_delete_heavy_files_only(spark, reque
 
 def test_a_job_that_ends_early_leaves_a_record_of_what_it_committed(spark, postgres_catalog: CatalogConfig,  # type: ignore[no-untyped-def]
                                                                     tmp_path) -> None:
-    # Found by the soak: a job SIGKILLed after some partitions were committed and validated wrote no result, so the
+    # Regression test: a job SIGKILLed after some partitions were committed and validated wrote no result, so the
     # ledger recorded every partition failed while 7 validated snapshots of that run were on main. The job now
     # checkpoints an incomplete result after each validated step; record takes what it reports.
     from compaction.ledger import Ledger, OutcomeStatus, RunStatus

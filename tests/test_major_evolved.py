@@ -1,4 +1,4 @@
-"""MAJOR on tables whose partition spec evolved (issue 28): real Spark, real Iceberg, content checked with the
+"""MAJOR on tables whose partition spec evolved: real Spark, real Iceberg, content checked with the
 reference reader (icecompact_testing.oracle), which decides which delete applies to which live data file from the
 table's metadata by the spec's rules (sequence numbers, partition, global equality deletes) independently of ours."""
 

@@ -1,4 +1,4 @@
-"""Issue 25: the layout of a MAJOR (``compaction.major.strategy`` = binpack | sort | zorder, and a bin-pack that honours
+"""The layout of a MAJOR (``compaction.major.strategy`` = binpack | sort | zorder, and a bin-pack that honours
 the table's sort order) on seeded random CDC tables, with real Spark + Iceberg: the rows stay exactly the same (the
 reference reader and Spark), every data file of a compacted partition is rewritten, and each new file holds its rows
 in the order asked for."""

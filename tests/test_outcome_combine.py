@@ -1,4 +1,4 @@
-"""One outcome per partition that tells the truth (issue 28): a selective task's outcome combines its file rewrite
+"""One outcome per partition that tells the truth: a selective task's outcome combines its file rewrite
 and its conversion without losing the validation; every path shows the validation its commits passed in the run's
 table, the ledger and the UI; the progress stream prints one final line per partition. Pure: no Spark."""
 

@@ -1,4 +1,4 @@
-"""Issue 25: a snapshot of ours found on main without a check (its job was killed between the commit and the check)
+"""A snapshot of ours found on main without a check (its job was killed between the commit and the check)
 is checked at the next plan, undone if it fails while still current, and the ledger says what happened.
 
 In-process: the check (compaction.spark.posthoc) on a real Iceberg table with a real ledger, for a good commit, a bad

@@ -1,6 +1,6 @@
 """`icecompact run` on a table whose partition spec evolved: the before/after table's rows are (spec, partition),
 never overlap and add up to the whole table; the progress stream has one final line per partition; every
-committed partition shows the validation it passed (issue 28). Through real spark-submit, like tests/test_run.py."""
+committed partition shows the validation it passed. Through real spark-submit, like tests/test_run.py."""
 
 from __future__ import annotations
 

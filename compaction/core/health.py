@@ -108,7 +108,7 @@ class HealthSample:
     partitions_major: int = 0
     partitions_detail: tuple[PartitionHealth, ...] = field(default=(), compare=False)
     partitions_truncated: bool = False
-    #: Metadata size (issue 24; ``None`` where it was not read, e.g. samples recorded before it was): snapshots in
+    #: Metadata size (``None`` where it was not read, e.g. samples recorded before it was): snapshots in
     #: the metadata file, the metadata file's bytes, the current snapshot's manifests and their bytes. With
     #: ``data_bytes + delete_bytes`` they make the bytes the current snapshot references.
     snapshots: int | None = None

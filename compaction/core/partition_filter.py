@@ -292,7 +292,7 @@ class PartitionFilter:
         text = data.get("text")
         if not isinstance(text, str):
             raise _bad("document", dict(data))
-        if set(data) == {"text", "conditions"}:  # written before issue 16 (partition-field language)
+        if set(data) == {"text", "conditions"}:  # recorded when filters were conditions on partition fields
             return cls(text, (), legacy=True)
         projections = data.get("projections")
         if set(data) != {"text", "projections"} or not isinstance(projections, list):

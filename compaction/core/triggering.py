@@ -1,4 +1,4 @@
-"""Pure rules of compaction triggered by table health (issue 23): when a watcher looks at a table again, and when a
+"""Pure rules of compaction triggered by table health: when a watcher looks at a table again, and when a
 table's health fires a compaction. Fed what the watcher read (metadata pointer, the auto decisions, the ledger's
 runs in flight) and a ``now``; no I/O.
 

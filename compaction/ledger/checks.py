@@ -1,4 +1,4 @@
-"""Checks of our own snapshots (issue 25): what validated each commit a compaction made, so that a commit whose
+"""Checks of our own snapshots: what validated each commit a compaction made, so that a commit whose
 check never ran (its job was killed between the commit and the check) can be found and checked at the next plan.
 
 * ``snapshot_checks``: one row per check of one snapshot: by its job (``source`` ``job``: recorded with the job's

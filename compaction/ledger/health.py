@@ -1,4 +1,4 @@
-"""Health samples (issue 15): one row per inspection of a table, kept for a bounded time."""
+"""Health samples: one row per inspection of a table, kept for a bounded time."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from compaction.ledger.records import RunRecord, _limit, _utc
 from compaction.ledger.schema import Base, RunRow, UTCDateTime, _run_record
 
 # ==============================================================================================================
-# Health samples (issue 15): one row per inspection of a table, kept for a bounded time. Everything about them -
+# Health samples: one row per inspection of a table, kept for a bounded time. Everything about them -
 # settings, schema row, record, the Ledger methods (mixed into Ledger) - lives in this section.
 
 #: Samples older than this many days are pruned when a sample of the same table is recorded (default 30).

@@ -1,4 +1,4 @@
-"""Maintenance (issue 24): maintenance runs with their plan, what each action removed, and writers' leases.
+"""Maintenance: maintenance runs with their plan, what each action removed, and writers' leases.
 
 * ``maintenance_runs``: one row per ``icecompact maintain`` (or DAG task): the plan JSON, status, times.
 * ``maintenance_actions``: one row per executed (or refused) action of a run: files and bytes it removed, detail.

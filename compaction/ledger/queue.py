@@ -1,4 +1,4 @@
-"""The work queue of resident executors (issue 23): job groups waiting for a long-running Spark application.
+"""The work queue of resident executors: job groups waiting for a long-running Spark application.
 
 * ``work_items``: one row per unit of work: one or more job groups of one plan (the plan JSON travels in the row, so
   an executor on another host needs no shared file system). ``queued`` -> ``running`` (claimed by one executor,

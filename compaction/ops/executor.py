@@ -1,4 +1,4 @@
-"""Resident executors from the outside (issue 23): the supervisor that keeps one running for a catalog, starting
+"""Resident executors from the outside: the supervisor that keeps one running for a catalog, starting
 one when none is alive, and waiting for queued work. The loop inside Spark is compaction/spark/executor.py; the queue
 is compaction/ledger/queue.py.
 
@@ -49,14 +49,6 @@ def executors_dir() -> Path:
 
 def new_executor_id() -> str:
     return f"x-{socket.gethostname()[:32]}-{uuid.uuid4().hex[:12]}"
-
-
-
-
-
-
-
-
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def sample_table(catalog: CatalogConfig, table_name: str, *, loaded: Any | None 
 
 
 def metadata_stats(table: Any) -> dict[str, int | None]:
-    """What the sample measures of the table's metadata, cheaply (issue 24): the snapshots of the loaded metadata,
+    """What the sample measures of the table's metadata, cheaply: the snapshots of the loaded metadata,
     the metadata file's size (one stat/HEAD) and the current snapshot's manifests with their bytes (its manifest
     list, which the inspection has just read: pyiceberg caches it). A value that cannot be read is ``None``: the
     sample is still recorded (health over time never fails on it)."""

@@ -1,4 +1,4 @@
-"""Post-hoc checks at the start of a plan (issue 25): our snapshots on main that no check ever covered (a job killed
+"""Post-hoc checks at the start of a plan: our snapshots on main that no check ever covered (a job killed
 between its commit and the commit's check) are checked, and undone if they fail while still current, before the
 table is planned again. Which snapshots: compaction.core.posthoc (pure). The check itself is a Spark job
 (``python -m compaction.spark check``, compaction.spark.posthoc) submitted like a compaction job. Every check, the

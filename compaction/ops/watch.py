@@ -1,4 +1,4 @@
-"""Watching tables' health for compaction triggered by it (issue 23): the I/O around the pure rules of
+"""Watching tables' health for compaction triggered by it: the I/O around the pure rules of
 compaction/core/triggering.py, used by the Airflow trigger (icecompact_airflow/health_trigger.py).
 
 One :meth:`HealthWatcher.poll` reads every watched table's metadata pointer at once (one query on a SQL catalog,

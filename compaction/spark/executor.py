@@ -1,4 +1,4 @@
-"""The resident executor's loop (issue 23): one long-lived Spark application takes work items from the ledger's queue
+"""The resident executor's loop: one long-lived Spark application takes work items from the ledger's queue
 (compaction/ledger/queue.py) and runs their job groups with the per-group job's own code
 (:func:`compaction.spark.job.run_groups`), so a MINOR of a small table costs its work, not a JVM and a Spark
 application each time.

@@ -1,4 +1,4 @@
-"""Seeded CDC scenarios on tables whose partition spec *and* schema evolved (issue 28).
+"""Seeded CDC scenarios on tables whose partition spec *and* schema evolved.
 
 :func:`generate` creates a merge-on-read table (format v2 with position deletes, or v3 with deletion vectors) and
 drives a change stream into it while its partition spec and its schema change under it, tracking the live rows in a
@@ -90,7 +90,7 @@ SCHEMA_STEPS: Mapping[str, str] = {
     "readd_note": "ADD COLUMN note string (same name, new field id)",
     "reorder": "ALTER COLUMN score FIRST; ALTER COLUMN day AFTER <key>",
 }
-#: Always part of a scenario (the point of the issue); the others are drawn.
+#: Always part of a scenario (renamed key and partition-source columns are what it tests); the others are drawn.
 REQUIRED_SCHEMA_STEPS = ("rename_key", "rename_region")
 
 #: Start partitioning -> possible evolutions (each a sequence of partition fields added one after the other).

@@ -1,4 +1,4 @@
-"""Freshness of a compacted table, measured after the fact (issue 23): for every commit that turned a partition's
+"""Freshness of a compacted table, measured after the fact: for every commit that turned a partition's
 ``auto`` decision from NONE to MINOR / MAJOR (a *crossing*), how long until a compaction of ours that had seen it was
 committed, and validated.
 

@@ -1,4 +1,4 @@
-"""Maintenance soak (issue 24): a streaming writer, scheduled compaction and scheduled maintenance on one table, on
+"""Maintenance soak: a streaming writer, scheduled compaction and scheduled maintenance on one table, on
 PostgreSQL (catalog and ledger), with the metadata sampled over time and every retained snapshot re-read.
 
 * **writer** (a thread of this process, its own Spark jobs): every ``commit_interval_s`` an append of

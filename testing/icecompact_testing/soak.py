@@ -1239,7 +1239,7 @@ def samples_after_first_compaction(report: SoakReport) -> list[dict[str, Any]]:
 
 
 def evaluate(report: SoakReport, minor_trigger: int) -> dict[str, dict[str, Any]]:
-    """The issue's goals, each with its figure and met / not met."""
+    """The soak's goals, each with its figure and met / not met."""
     checks, start = report.checks, report.started
     writer = writer_summary(report.writer_events, report.faults)
     goals: dict[str, dict[str, Any]] = {}

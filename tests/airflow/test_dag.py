@@ -279,7 +279,7 @@ def test_invalid_params_fail_before_any_work(sqlite_catalog: CatalogConfig, airf
 
 def test_a_retried_record_task_reports_a_recorded_failure_again(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    # Found by the soak's review: on a retry, record found the run already terminal and returned without raising,
+    # Regression test: on a retry, record found the run already terminal and returned without raising,
     # so a retried record turned a failed compaction into a green task.
     from compaction.core.errors import RewriteJobError
     from compaction.ledger import Ledger, RunStatus

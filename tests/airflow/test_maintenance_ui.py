@@ -1,4 +1,4 @@
-"""The table page's metadata and maintenance section (issue 24) rendered from real ledger data: health samples
+"""The table page's metadata and maintenance section rendered from real ledger data: health samples
 recorded by ``compaction.ops.fleet`` from a real table (pyiceberg writes it, no Spark) as it grows, and maintenance runs
 recorded through the ledger's maintenance API; the page shows snapshots, metadata file size, manifests and bytes
 referenced over time with the maintenance runs marked, and what each action removed."""

@@ -1,4 +1,4 @@
-"""The operator's view (issue 15) in a real Chromium against a real api-server, with the ledger on SQLite and on
+"""The operator's view in a real Chromium against a real api-server, with the ledger on SQLite and on
 PostgreSQL: the overview of a catalog with tables in different states ordered by need, the table page's health over
 time with the runs marked, "compact now" creating a DAG run with the right conf (checked through Airflow's API) that
 then shows in the run history, and a read-only user refused. One api-server per ledger backend; screenshots are kept

@@ -1,4 +1,4 @@
-"""The pure maintenance planner and policy (issue 24): retention, in-flight protection, manifests, orphans."""
+"""The pure maintenance planner and policy: retention, in-flight protection, manifests, orphans."""
 
 from __future__ import annotations
 

@@ -817,7 +817,7 @@ def test_minor_interval_uses_the_last_minor_time() -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Evolved specs: overlapping partitions of different specs are planned in one job group (issue 28)
+# Evolved specs: overlapping partitions of different specs are planned in one job group
 
 
 def day_key(day: int, spec: int = 2, region: str | None = None) -> PartitionKey:

@@ -1,4 +1,4 @@
-"""Health samples: one row per inspection of a table (health over time, issue 15).
+"""Health samples: one row per inspection of a table (health over time).
 
 Revision ID: 0002
 Revises: 0001

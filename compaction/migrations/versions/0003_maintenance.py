@@ -1,4 +1,4 @@
-"""Maintenance (issue 24): maintenance_runs, maintenance_actions (files and bytes each action removed),
+"""Maintenance: maintenance_runs, maintenance_actions (files and bytes each action removed),
 write_leases (writers announcing uncommitted files).
 
 Revision ID: 0003

@@ -1,4 +1,4 @@
-"""Health samples carry the table's metadata size (issue 24): snapshots, metadata-file bytes, the current
+"""Health samples carry the table's metadata size: snapshots, metadata-file bytes, the current
 snapshot's manifests and their bytes, so the UI can show them over time beside what maintenance removed.
 
 Revision ID: 0004

@@ -1,4 +1,4 @@
-"""Snapshot checks (issue 25): what validated each commit a compaction made, by its job or by the post-hoc check of
+"""Snapshot checks: what validated each commit a compaction made, by its job or by the post-hoc check of
 a later plan (compaction/ledger/checks.py).
 
 Revision ID: 0005

@@ -1,4 +1,4 @@
-"""Work queue of resident executors and the executors themselves (issue 23, compaction/ledger/queue.py).
+"""Work queue of resident executors and the executors themselves (compaction/ledger/queue.py).
 
 Revision ID: 0006
 Revises: 0005
