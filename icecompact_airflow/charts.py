@@ -142,8 +142,6 @@ METADATA_PANELS = (("snapshots", "snapshots", "#2563eb", False),
                     True))
 
 
-
-
 def metadata_chart(samples: Sequence[Mapping[str, Any]], maintenance: Sequence[Mapping[str, Any]], width: int = 860,
                    now: _dt.datetime | None = None) -> str:
     """Metadata over time, one small panel per :data:`METADATA_PANELS` entry (step lines from the samples that

@@ -57,8 +57,6 @@ from compaction.core.policy import CompactionPolicy
 __all__ = ["Candidate", "TaskPlan", "plan_candidates"]
 
 
-
-
 @dataclass(frozen=True)
 class TaskPlan:
     """Result of :func:`plan_tasks`: the job groups and the partitions deferred by the run caps."""

@@ -483,8 +483,6 @@ def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:
         lines.put(None)
 
 
-
-
 def read_group_result(result_path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(result, error) of a job group from its files: the result; else the incomplete result of a job that ended
     early (what it had committed and validated is recorded, the rest fails); else nothing."""
