@@ -6,7 +6,9 @@ options as ``scale.py``) alternately on clones of the same metadata, ``--rounds`
 round). For each contender, from Spark's status store: the wall time during which at least one Spark stage ran
 (``busy``; the rest is the driver alone: planning, py4j calls, commits), and the executors' task time and CPU time
 summed over tasks (task time above CPU time is waiting: I/O, or the 2 cores taken by the driver's threads). Then one
-more run of each with every stage listed (start and end relative to the contender's start, tasks, task time).
+more run of each with every stage listed (start and end relative to the contender's start, tasks, task time), and for
+ours, where its main thread was while the driver was alone before the first stage and after the last one (sampled
+stacks, ``lib/sampling.py``).
 
 Writes ``bench/results/call_gap_<size>.{txt,json}`` (``--output`` stem to change).
 """
@@ -26,6 +28,7 @@ from typing import Any
 from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
 from lib.io_stats import stage_io, stage_list, stage_time  # noqa: E402
 from lib.phases import breakdown_of, median_breakdown  # noqa: E402
+from lib.sampling import MainThreadSampler  # noqa: E402
 from lib.scans import full_scan  # noqa: E402
 from scale import CATALOG_NAME, NAMESPACE, NOW, MemorySampler, ScaleBench, SizeRun, Storage  # noqa: E402
 
@@ -126,19 +129,35 @@ def main(argv: list[str] | None = None) -> int:
         if v:
             say(f"   {k:<62}{v:7.2f}")
     traces: dict[str, list[list[Any]]] = {}
+    driver_windows: dict[str, dict[str, Any]] = {}
     for kind in ("ours", "call"):
         last = stage_io(spark, -1)[0]
-        elapsed, _, t0 = contender(kind, bench.clone(kind + "_trace"))
+        with MainThreadSampler() as sampler_of_main:
+            elapsed, _, t0 = contender(kind, bench.clone(kind + "_trace"))
         rows = [r for r in _stages_after(spark, last) if t0 <= r[0] <= t0 + elapsed]  # not the clone's, not the check's
         traces[kind] = [[round(a - t0, 2), round(b - t0, 2), n, round(rt, 2), nm] for a, b, n, rt, nm in rows]
         say(f"stages of one more {kind} run ({elapsed:.2f} s; seconds from its start):")
         for a, b, n, rt, nm in traces[kind]:
             say(f"   {a:6.2f} .. {b:6.2f}  {n:4d} tasks  task time {rt:6.2f} s  {nm}")
+        if not rows:
+            continue
+        # The driver alone before the first stage and after the last one, where our run and the CALL differ most
+        # (between stages the driver waits for the cluster in both): our functions it was in, sampled.
+        first, end = min(r[0] for r in rows), max(r[1] for r in rows)
+        driver_windows[kind] = {}
+        for label, lo, hi in (("before the first stage", t0, first), ("after the last stage", end, t0 + elapsed)):
+            inside = sampler_of_main.inclusive(lo, hi) if kind == "ours" else []
+            driver_windows[kind][label] = {"s": round(hi - lo, 3), "inside": [[n, round(v, 3)] for n, v in inside]}
+            say(f"   driver {label}: {hi - lo:.2f} s" + (", of which in (sampled main thread, inclusive):"
+                                                            if inside else ""))
+            for name, seconds in inside:
+                say(f"      {seconds:6.3f} s  {name}")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".txt").write_text("\n".join(lines) + "\n")
     args.output.with_suffix(".json").write_text(json.dumps(
         {"benchmark": "call_gap", "size": args.size, "format_version": args.format_version, "rounds": args.rounds,
-         "samples": samples, "medians": medians, "our_breakdown": breakdown, "traces": traces}, indent=1))
+         "samples": samples, "medians": medians, "our_breakdown": breakdown, "traces": traces,
+         "driver_windows": driver_windows}, indent=1))
     spark.stop()
     shutil.rmtree(workdir, ignore_errors=True)  # every clone's files: gigabytes at l
     return 0

@@ -488,7 +488,9 @@ class ScaleBench(Bench):
 
     def call_sql(self, name: str, serial: bool = False) -> str:
         options = ", ".join(f"'{k}', '{v}'" for k, v in self.call_options(serial).items())
-        return (f"CALL {self.catalog_name}.system.rewrite_data_files(table => '{NAMESPACE}.{name}', "
+        # Named with its catalog: a bare 'ns.t' is first tried as catalog 'ns' (a logged CatalogNotFoundException).
+        table = f"{self.catalog_name}.{NAMESPACE}.{name}"
+        return (f"CALL {self.catalog_name}.system.rewrite_data_files(table => '{table}', "
                 f"options => map({options}))")
 
     def copy_target(self, label: str) -> str:
