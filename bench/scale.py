@@ -533,8 +533,9 @@ def replay_clone(spark: Any, catalog_name: str, base_ref: str, namespace: str, n
     """A new table holding the base's files with the base's history: each base snapshot, oldest first, is committed
     again on the clone with the same added and removed files (one commit each, so every file gets the sequence
     number it has in the base). Used where ``register_table`` is not available."""
-    from compaction.spark import jvm as J
     from compaction.demo.tables import DATA_FOLDER
+    from compaction.spark import jvm as J
+    from compaction.spark.compat import snapshot_changes
 
     j = J.jvm(spark)
     base = J.load_table(spark, base_ref)
@@ -556,19 +557,19 @@ def replay_clone(spark: Any, catalog_name: str, base_ref: str, namespace: str, n
                                 base.schema())
              .withPartitionSpec(base.spec()).withSortOrder(base.sortOrder()).withProperties(properties).create())
     clone.updateProperties().set("write.data.path", f"{clone.location().rstrip('/')}/{DATA_FOLDER}").commit()
-    io = base.io()
     for snapshot in history:
         delta = clone.newRowDelta()
         if clone.currentSnapshot() is not None:
             # v3: a DV that replaces another is checked against the DVs added since this snapshot only.
             delta = delta.validateFromSnapshot(clone.currentSnapshot().snapshotId())
-        for data_file in snapshot.addedDataFiles(io):
+        changed = snapshot_changes(base, snapshot)
+        for data_file in changed.addedDataFiles():
             delta = delta.addRows(data_file)
-        for data_file in snapshot.removedDataFiles(io):
+        for data_file in changed.removedDataFiles():
             delta = delta.removeRows(data_file)
-        for delete_file in snapshot.removedDeleteFiles(io):
+        for delete_file in changed.removedDeleteFiles():
             delta = delta.removeDeletes(delete_file)
-        for delete_file in snapshot.addedDeleteFiles(io):
+        for delete_file in changed.addedDeleteFiles():
             delta = delta.addDeletes(delete_file)
         delta.commit()
 

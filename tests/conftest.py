@@ -40,6 +40,8 @@ settings.load_profile(os.environ.get("ICECOMPACT_HYPOTHESIS_PROFILE", "ci"))
 SPARK_LINE_SMOKE = (
     "tests/test_foundation.py::test_the_installed_line_uses_the_official_pinned_jars",
     "tests/test_foundation.py::test_spark_table_is_loaded_by_pyiceberg_and_back[sqlite]",
+    # Iceberg's SnapshotChanges (1.11+) on one line, the Snapshot's own methods on the other.
+    "tests/test_foundation.py::test_snapshot_changes_are_each_snapshots_own_manifest_entries",
     "tests/test_major.py::test_major_preserves_rows_on_random_cdc_tables[104]",  # v2, two partition fields
     "tests/test_major.py::test_major_preserves_rows_on_random_cdc_tables[105]",  # v3, evolved spec, PostgreSQL
     "tests/test_minor.py::test_minor_preserves_rows_and_removes_equality_deletes[306]",  # v2, evolved spec

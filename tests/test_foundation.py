@@ -82,6 +82,43 @@ def test_spark_commits_iceberg_metadata(spark, sqlite_catalog: CatalogConfig) ->
     assert Path(table.metadata_location.removeprefix("file:")).exists()
 
 
+def test_snapshot_changes_are_each_snapshots_own_manifest_entries(spark, sqlite_catalog: CatalogConfig) -> None:
+    """compat.snapshot_changes (Iceberg's SnapshotChanges where the runtime has it, the Snapshot's own methods before):
+    every snapshot's added and removed data and delete files, against the ``entries`` metadata table at that
+    snapshot (status 1 added, 2 deleted, by that snapshot)."""
+    from compaction.spark import jvm as J
+    from compaction.spark.compat import snapshot_changes
+    from compaction.spark.partition_files import _iterate
+
+    ref = f"{sqlite_catalog.name}.db.changes"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {sqlite_catalog.name}.db")
+    spark.sql(f"CREATE TABLE {ref} (id BIGINT, p STRING) USING iceberg PARTITIONED BY (p) TBLPROPERTIES "
+              "('format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')")
+    spark.sql(f"INSERT INTO {ref} VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+    spark.sql(f"INSERT INTO {ref} VALUES (4, 'a'), (5, 'b')")
+    spark.sql(f"DELETE FROM {ref} WHERE id IN (1, 5)")
+    spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_data_files(table => '{ref}', "
+              "options => map('min-input-files', '1', 'remove-dangling-deletes', 'true'))").collect()
+    table = J.load_table(spark, ref)
+    kinds = ("added data", "removed data", "added deletes", "removed deletes")
+    seen = set()
+    for snapshot in table.snapshots():
+        sid = int(snapshot.snapshotId())
+        changed = snapshot_changes(table, snapshot)
+        ours = {kind: sorted(str(f.location()) for f in _iterate(files)) for kind, files in zip(kinds, (
+            changed.addedDataFiles(), changed.removedDataFiles(), changed.addedDeleteFiles(),
+            changed.removedDeleteFiles()))}
+        rows = spark.sql(f"SELECT status, data_file.content AS content, data_file.file_path AS path "
+                         f"FROM {ref}.entries VERSION AS OF {sid} WHERE snapshot_id = {sid} AND status != 0").collect()
+        expected: dict[str, list[str]] = {kind: [] for kind in kinds}
+        for r in rows:
+            expected[f"{'added' if r.status == 1 else 'removed'} {'data' if r.content == 0 else 'deletes'}"].append(
+                r.path)
+        assert ours == {k: sorted(v) for k, v in expected.items()}, sid
+        seen |= {kind for kind, paths in ours.items() if paths}
+    assert seen == set(kinds)  # every kind of change was compared at least once
+
+
 def test_spark_table_is_loaded_by_pyiceberg_and_back(spark, any_catalog: CatalogConfig) -> None:
     name = any_catalog.name
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name}.spark_ns")

@@ -35,13 +35,15 @@ def drop_clone(spark: Any, table_ref: str, base_snapshots: set[int]) -> int:
     and unregister it; returns how many files were deleted. With repeats the outputs would otherwise pile up (~2 GB
     per contender at l)."""
     from compaction.spark import jvm as J
+    from compaction.spark.compat import snapshot_changes
 
     table = J.load_table(spark, table_ref)
     io, deleted = table.io(), 0
     for snapshot in table.snapshots():
         if int(snapshot.snapshotId()) in base_snapshots:
             continue
-        for files in (snapshot.addedDataFiles(io), snapshot.addedDeleteFiles(io)):
+        changed = snapshot_changes(table, snapshot)
+        for files in (changed.addedDataFiles(), changed.addedDeleteFiles()):
             for f in files:
                 io.deleteFile(str(f.location()))
                 deleted += 1

@@ -14,12 +14,26 @@ def spark_major_version(spark: Any) -> int:
     return int(str(spark.version).split(".", 1)[0])
 
 
+#: (driver JVM's gateway client, class name) -> present: a driver's class path does not change while it runs, and
+#: each look is several py4j round trips.
+_CLASS_PRESENT: dict[tuple[int, str], bool] = {}
+
+
 def has_class(spark: Any, name: str) -> bool:
     """Whether the driver's class path has ``name``: what an Iceberg module offers is asked of the runtime, not
     inferred from its version, so a runtime that backports a change works too."""
-    from py4j.java_gateway import JavaClass
+    return _class_present(spark.sparkContext._gateway._gateway_client, name)
 
-    return isinstance(_resolve(spark.sparkContext._jvm, name), JavaClass)
+
+def _class_present(gateway_client: Any, name: str) -> bool:
+    from py4j.java_gateway import JavaClass, JVMView
+    from py4j.protocol import DEFAULT_JVM_ID, DEFAULT_JVM_NAME
+
+    key = (id(gateway_client), name)
+    if key not in _CLASS_PRESENT:
+        view = JVMView(gateway_client, jvm_name=DEFAULT_JVM_NAME, id=DEFAULT_JVM_ID)
+        _CLASS_PRESENT[key] = isinstance(_resolve(view, name), JavaClass)
+    return _CLASS_PRESENT[key]
 
 
 def _resolve(view: Any, name: str) -> Any:
@@ -92,3 +106,43 @@ def position_delete_metrics_config(spark: Any, table: Any) -> Any:
         return configs.forPositionDelete()
     except Py4JError:
         return configs.forPositionDelete(table)
+
+
+class _SnapshotChangesOfSnapshot:
+    """``SnapshotChanges``' reading methods over a runtime without it (Iceberg up to 1.10): the snapshot's own."""
+
+    def __init__(self, snapshot: Any, io: Any) -> None:
+        self._snapshot, self._io = snapshot, io
+
+    def addedDataFiles(self) -> Any:  # noqa: N802 - the Java method's name
+        return self._snapshot.addedDataFiles(self._io)
+
+    def removedDataFiles(self) -> Any:  # noqa: N802
+        return self._snapshot.removedDataFiles(self._io)
+
+    def addedDeleteFiles(self) -> Any:  # noqa: N802
+        return self._snapshot.addedDeleteFiles(self._io)
+
+    def removedDeleteFiles(self) -> Any:  # noqa: N802
+        return self._snapshot.removedDeleteFiles(self._io)
+
+
+#: Iceberg 1.11+: a snapshot's added and removed files, read with the table's specs.
+SNAPSHOT_CHANGES_CLASS = "org.apache.iceberg.SnapshotChanges"
+
+
+def snapshot_changes(table: Any, snapshot: Any) -> Any:
+    """The data and delete files ``snapshot`` (a snapshot of ``table``) added and removed, as Iceberg's
+    ``SnapshotChanges``: ``addedDataFiles()``, ``removedDataFiles()``, ``addedDeleteFiles()``,
+    ``removedDeleteFiles()``, each read once and kept.
+
+    Iceberg 1.11+ reads them through ``SnapshotChanges`` with the table's partition specs. The ``Snapshot`` methods it
+    deprecates (``addedDataFiles(io)`` ...) parse each manifest's spec from the manifest's own metadata, log a
+    deprecation WARN per manifest read, and go in Iceberg 2.0. Older runtimes (the Spark 3.5 line's 1.10) have only
+    those."""
+    from py4j.java_gateway import JavaClass
+
+    client = table._gateway_client
+    if _class_present(client, SNAPSHOT_CHANGES_CLASS):
+        return JavaClass(SNAPSHOT_CHANGES_CLASS, client).builderFor(table).snapshot(snapshot).build()
+    return _SnapshotChangesOfSnapshot(snapshot, table.io())

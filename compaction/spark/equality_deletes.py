@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from compaction.core.errors import UnsupportedTableError
 from compaction.core.model import PartitionScalar
+from compaction.spark.compat import snapshot_changes
 from compaction.spark.jvm import (
     JavaObject,
     int_array,
@@ -270,7 +271,7 @@ def _snapshot_adding(table: JavaObject, path: str, max_depth: int = 20) -> JavaO
     for _ in range(max_depth):
         if current is None:
             break
-        it = current.addedDeleteFiles(table.io()).iterator()
+        it = snapshot_changes(table, current).addedDeleteFiles().iterator()
         while it.hasNext():
             if str(it.next().location()) == path:
                 return current

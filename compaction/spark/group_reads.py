@@ -18,6 +18,7 @@ from compaction.core.results import (
     PartitionResult,
 )
 from compaction.spark import jvm as J
+from compaction.spark.compat import snapshot_changes
 from compaction.spark.expressions import spark_partition_predicate
 from compaction.spark.file_io_reads import spark_can_read, static_table_frame
 from compaction.spark.partition_files import (
@@ -347,7 +348,7 @@ def counted_from_metadata(spark: Any, table: Any, expressions: Mapping[Any, Any]
         snapshot = table.snapshot(int(sid))
         if snapshot is None:
             continue
-        ours = {delete_ref(d) for d in _iterate(snapshot.addedDeleteFiles(table.io()))}  # once for the group
+        ours = {delete_ref(d) for d in _iterate(snapshot_changes(table, snapshot).addedDeleteFiles())}  # once for the group
         for key, scan in scans_at(spark, table, int(sid), list(expressions.items())).items():
             live = live_rows_from_metadata(scan.result(), ours)
             if live is not None:

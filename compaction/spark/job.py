@@ -34,6 +34,7 @@ from compaction.core.results import (
 from compaction.core.retry import FailureKind, RetryAction, retry_rule
 from compaction.core.stages import Stage, group_stages, is_selective
 from compaction.spark import jvm as J
+from compaction.spark.compat import snapshot_changes
 from compaction.spark.expressions import java_partition_expression
 from compaction.spark.gate import rewrite_kind, wait_before_work
 from compaction.spark.group_reads import (
@@ -139,7 +140,7 @@ class _BeforeFromCommit:
         parent = snapshot.parentId()
         if parent is None or int(parent) != int(base_id):
             return None
-        io, keys = table.io(), PartitionKeys(spark)
+        changed, keys = snapshot_changes(table, snapshot), PartitionKeys(spark)
         # The planned files name their partition without a py4j round trip; a file the action rewrote that the
         # plan did not name is looked up, and so is a delete file whose path the plan names in several partitions
         # (DVs of several partitions can share one Puffin file). The snapshot's change lists hold copies already
@@ -150,16 +151,16 @@ class _BeforeFromCommit:
             for path in t.delete_files:
                 planned_deletes[path] = t.partition if planned_deletes.get(path, t.partition) == t.partition else None
         removed_data: dict[PartitionKey, dict[str, Any]] = {}
-        for f in _iterate(snapshot.removedDataFiles(io)):
+        for f in _iterate(changed.removedDataFiles()):
             path = str(f.location())
             key = planned.get(path)
             removed_data.setdefault(key if key is not None else keys.key_of(table, f), {})[path] = f
         removed_deletes: dict[PartitionKey, dict[tuple[str, int], Any]] = {}
-        for d in _iterate(snapshot.removedDeleteFiles(io)):
+        for d in _iterate(changed.removedDeleteFiles()):
             ref = delete_ref(d)
             key = planned_deletes.get(ref[0])
             removed_deletes.setdefault(key if key is not None else keys.key_of(table, d), {})[ref] = d
-        added = frozenset(str(f.location()) for f in _iterate(snapshot.addedDataFiles(io)))
+        added = frozenset(str(f.location()) for f in _iterate(changed.addedDataFiles()))
         return cls(int(base_id), added, removed_data, removed_deletes)
 
     def before(self, key: PartitionKey, after: PartitionFiles) -> PartitionFiles | None:

@@ -27,6 +27,7 @@ from compaction.core.model import DeleteContent
 from compaction.core.posthoc import PLAN_PROPERTY as POSTHOC_PLAN_PROPERTY
 from compaction.core.policy import MAJOR_SORT_COLUMNS, MAJOR_STRATEGY, SortColumn
 from compaction.spark import jvm as J
+from compaction.spark.compat import snapshot_changes
 from compaction.spark.gate import commit_window, warm_history
 from compaction.spark.row_group_copy import CopiedFile, RowGroupCopySettings, copy_eligible, delete_quietly
 from compaction.spark.partition_files import (
@@ -610,11 +611,11 @@ def _without_files_deleted_since(spark: Any, table: Any, base_id: int, groups: l
     ours |= {str(f.location()) for c in copies for f in c.sources}
     hit: set[str] = set()
     for sid in snapshots_between(table, int(base_id), int(current.snapshotId())):
-        snapshot = table.snapshot(int(sid))
-        for f in _iterate(snapshot.removedDataFiles(table.io())):
+        changed = snapshot_changes(table, table.snapshot(int(sid)))
+        for f in _iterate(changed.removedDataFiles()):
             if str(f.location()) in ours:
                 return None  # someone else rewrote a file of ours
-        for d in _iterate(snapshot.addedDeleteFiles(table.io())):
+        for d in _iterate(changed.addedDeleteFiles()):
             if delete_kind(d) is DeleteContent.EQUALITY:
                 continue
             target = position_delete_target(spark, d)

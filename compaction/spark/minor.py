@@ -45,7 +45,7 @@ from compaction.core.errors import CommitConflictError, CommitValidationError, U
 from compaction.core.model import DataFileInfo, DeleteContent, DeleteFileInfo, PartitionKey
 from compaction.core.policy import MINOR_DRIVER_MATCH_MAX_ROWS_DEFAULT
 from compaction.spark import jvm as J
-from compaction.spark.compat import read_at_snapshot
+from compaction.spark.compat import read_at_snapshot, snapshot_changes
 from compaction.spark.driver_match import (
     DriverMatchUnsupported,
     KeyColumns,
@@ -882,7 +882,7 @@ def check_no_conflicting_changes(spark: Any, table: Any, expression: Any, base_i
         chain = chain[:-1]
     for sid in chain:
         snapshot = table.snapshot(sid)
-        for f in _iterate(snapshot.removedDataFiles(table.io())):
+        for f in _iterate(snapshot_changes(table, snapshot).removedDataFiles()):
             if str(f.location()) in targets:
                 raise CommitConflictError(f"snapshot {sid} removed data file {f.location()}, which converted "
                                           "equality deletes apply to")
@@ -1012,7 +1012,7 @@ def commit_changes(spark: Any, table: Any, changes: list[PartitionChange], expre
         # removed plus what it added, so reading our commit's own manifest entries is enough (no partition scan).
         # (Not for several partitions on an evolved table: a partition's scan also holds the files of the other
         # specs' partitions that the filter projects onto, and the commit changed some of those too.)
-        gone = {delete_ref(d) for d in _iterate(commit.removedDeleteFiles(table.io()))}
+        gone = {delete_ref(d) for d in _iterate(snapshot_changes(table, commit).removedDeleteFiles())}
     base_seq = int(table.snapshot(base_id).sequenceNumber())
     for i in busy:
         change, outcome = changes[i], outcomes[i]

@@ -20,6 +20,7 @@ from compaction.core.model import (
     PartitionState,
 )
 from compaction.spark import jvm as J
+from compaction.spark.compat import snapshot_changes
 from compaction.spark.file_io_reads import read_parquet_rows, spark_can_read
 
 # Reserved field id of ``file_path`` in position delete files (Iceberg spec, "Position Delete Files").
@@ -252,7 +253,7 @@ def scan_partition(spark: Any, table: Any, expression: Any, snapshot_id: int | N
 
 
 def added_data_files(table: Any, snapshot_id: int) -> Iterator[Any]:
-    return _iterate(table.snapshot(int(snapshot_id)).addedDataFiles(table.io()))
+    return _iterate(snapshot_changes(table, table.snapshot(int(snapshot_id))).addedDataFiles())
 
 
 def snapshots_between(table: Any, base_snapshot_id: int, until_snapshot_id: int) -> list[int]:
@@ -507,18 +508,18 @@ def touched_partitions(spark: Any, table: Any, snapshot_id: int, *,
     keys holding either fall back to the walk. With several specs, paths of different specs can collide, so the
     walk (every added/removed file) is always used there. ``partition_keys``: a :class:`PartitionKeys` to reuse
     across calls on the same table (one is made per call otherwise)."""
-    io, specs = table.io(), table.specs()
+    specs = table.specs()
     snapshot = table.snapshot(int(snapshot_id))
     keys_of = partition_keys if partition_keys is not None else PartitionKeys(spark)
 
     def key_of(f: Any) -> PartitionKey:
         return keys_of.key_of(table, f)
 
-    changes = (snapshot.addedDataFiles, snapshot.removedDataFiles, snapshot.addedDeleteFiles,
-               snapshot.removedDeleteFiles)
+    changed = snapshot_changes(table, snapshot)
+    changes = (changed.addedDataFiles, changed.removedDataFiles, changed.addedDeleteFiles, changed.removedDeleteFiles)
     if int(specs.size()) == 1 and _changed_partition_count(snapshot) == 1:
         for change in changes:
-            it = change(io).iterator()
+            it = change().iterator()
             if it.hasNext():
                 key = key_of(it.next())
                 if not any(f.value is None or f.value == "null" for f in key.fields):
@@ -526,7 +527,7 @@ def touched_partitions(spark: Any, table: Any, snapshot_id: int, *,
                 break
     keys: set[PartitionKey] = set()
     for change in changes:
-        for f in _iterate(change(io)):
+        for f in _iterate(change()):
             keys.add(key_of(f))
     return keys
 
