@@ -7,7 +7,7 @@ release is built from one source) or Spark SQL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 
 def spark_major_version(spark: Any) -> int:
@@ -40,6 +40,21 @@ def _resolve(view: Any, name: str) -> Any:
     for part in name.split("."):
         view = getattr(view, part)
     return view
+
+
+def thread_target(spark: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` wrapped to run in another Python thread with the calling thread's Spark local properties (job group,
+    scheduler pool), as PySpark's ``inheritable_thread_target``. PySpark 4 takes the session first and then also
+    passes on its tags; given only the function it warns on every call ("Spark session is not provided"). PySpark
+    3.5 takes only the function."""
+    from py4j.clientserver import ClientServer
+    from pyspark import SparkContext, inheritable_thread_target
+
+    if not isinstance(SparkContext._gateway, ClientServer):
+        return fn  # not PySpark's pinned-thread mode (PYSPARK_PIN_THREAD=false): nothing to pass on, as PySpark does
+    if spark_major_version(spark) >= 4:
+        return inheritable_thread_target(spark)(fn)  # type: ignore[no-any-return]
+    return inheritable_thread_target(fn)
 
 
 def dataframe_of_table(spark: Any, spark_table: Any) -> Any:

@@ -348,7 +348,8 @@ def counted_from_metadata(spark: Any, table: Any, expressions: Mapping[Any, Any]
         snapshot = table.snapshot(int(sid))
         if snapshot is None:
             continue
-        ours = {delete_ref(d) for d in _iterate(snapshot_changes(table, snapshot).addedDeleteFiles())}  # once for the group
+        added = snapshot_changes(table, snapshot).addedDeleteFiles()
+        ours = {delete_ref(d) for d in _iterate(added)}  # once for the group
         for key, scan in scans_at(spark, table, int(sid), list(expressions.items())).items():
             live = live_rows_from_metadata(scan.result(), ours)
             if live is not None:

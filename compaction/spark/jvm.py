@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from compaction.core.errors import UnsupportedTableError
 from compaction.core.model import PartitionScalar
-from compaction.spark.compat import CACHE_CATALOG_CLASS, CACHE_CATALOG_CONF, stages_rewrites_in_cache_catalog
+from compaction.spark.compat import (
+    CACHE_CATALOG_CLASS,
+    CACHE_CATALOG_CONF,
+    stages_rewrites_in_cache_catalog,
+    thread_target,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -56,8 +61,6 @@ def in_background(spark: SparkSession, fn: Callable[..., T], *args: Any, name: s
     """``fn(*args, **kwargs)`` started now in a daemon thread with ``spark`` active there (:func:`activate`) and the
     caller's Spark local properties (job group, scheduler pool); the future gives its result or raises its error.
     For driver-side metadata reads that overlap a Spark job: the py4j calls of both threads run concurrently."""
-    from pyspark import inheritable_thread_target
-
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def run() -> None:
@@ -69,7 +72,7 @@ def in_background(spark: SparkSession, fn: Callable[..., T], *args: Any, name: s
         except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
             future.set_exception(e)
 
-    threading.Thread(target=inheritable_thread_target(run), name=name, daemon=True).start()
+    threading.Thread(target=thread_target(spark, run), name=name, daemon=True).start()
     return future
 
 
@@ -83,13 +86,11 @@ class SparkThreadPool:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=name)
 
     def submit(self, fn: Callable[[Any], T], item: Any) -> concurrent.futures.Future[T]:
-        from pyspark import inheritable_thread_target
-
         def run(value: Any) -> T:
             activate(self._spark)  # the JVM thread serving a Python thread has no active session of its own
             return fn(value)
 
-        return self._pool.submit(inheritable_thread_target(run), item)
+        return self._pool.submit(thread_target(self._spark, run), item)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
