@@ -97,9 +97,14 @@ def test_snapshot_changes_are_each_snapshots_own_manifest_entries(spark, sqlite_
     spark.sql(f"INSERT INTO {ref} VALUES (1, 'a'), (2, 'a'), (3, 'b')")
     spark.sql(f"INSERT INTO {ref} VALUES (4, 'a'), (5, 'b')")
     spark.sql(f"DELETE FROM {ref} WHERE id IN (1, 5)")
-    spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_data_files(table => '{ref}', "
-              "options => map('min-input-files', '1', 'remove-dangling-deletes', 'true'))").collect()
     table = J.load_table(spark, ref)
+    # A commit that removes a delete file, the same on every runtime (whether a rewrite drops the deletes of the
+    # files it replaces differs between Iceberg releases).
+    live_deletes = [d for task in _iterate(table.newScan().planFiles()) for d in _iterate(task.deletes())]
+    table.newRowDelta().removeDeletes(live_deletes[0]).commit()
+    spark.sql(f"CALL {sqlite_catalog.name}.system.rewrite_data_files(table => '{ref}', "
+              "options => map('min-input-files', '1'))").collect()
+    table.refresh()
     kinds = ("added data", "removed data", "added deletes", "removed deletes")
     seen = set()
     for snapshot in table.snapshots():

@@ -261,8 +261,10 @@ def _expire(spark: SparkSession, table: Any, plan: MaintenancePlan) -> ActionRes
         update = table.expireSnapshots()
         for snapshot_id in sorted(would_remove):
             update = update.expireSnapshotId(snapshot_id)
+        # Expired files are deleted by RemoveSnapshots' default (cleanExpiredFiles true up to 1.11, CleanupLevel.ALL
+        # from 1.12, which deprecates cleanExpiredFiles): left at it, so neither line calls a deprecated method.
         update.expireOlderThan(plan.expire_older_than_ms).retainLast(plan.retain_last) \
-            .cleanExpiredFiles(True).planWith(pool).executeDeleteWith(pool).commit()
+            .planWith(pool).executeDeleteWith(pool).commit()
         result = None
     else:
         actions = j.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
