@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import register_clone  # noqa: E402
 
 CATALOG_NAME = "dvlayout"
 NAMESPACE = "ns"
@@ -290,8 +291,7 @@ class ShapeRun:
                 order = LAYOUTS if pair % 2 == 0 else tuple(reversed(LAYOUTS))
                 for layout in order:
                     name = f"{layout}_{self.shape}_{pair}"
-                    self.spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
-                                   f"metadata_file => '{metadata_file}')").collect()
+                    register_clone(self.spark, CATALOG_NAME, NAMESPACE, name, metadata_file)
                     value = "true" if layout == "per_file" else "false"
                     self.spark.sql(f"ALTER TABLE {self.ref(name)} SET TBLPROPERTIES ('{PROPERTY}' = '{value}')")
                     minor = self.compact_minor(name)

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import procedure_table, register_clone  # noqa: E402
 
 CATALOG_NAME = "bench"
 NAMESPACE = "ns"
@@ -153,8 +154,7 @@ class Bench:
     def clone(self, base: str, label: str) -> str:
         self.clones += 1
         name = f"{label}_{self.clones}"
-        self.spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
-                       f"metadata_file => '{self.metadata[base]}')").collect()
+        register_clone(self.spark, CATALOG_NAME, NAMESPACE, name, self.metadata[base])
         return name
 
     def snapshots(self, name: str) -> list[tuple[int, dict[str, str]]]:
@@ -222,12 +222,14 @@ class Bench:
                      .collect()[0]["value"])
         t0 = time.perf_counter()
         data = self.spark.sql(
-            f"CALL {CATALOG_NAME}.system.rewrite_data_files(table => '{NAMESPACE}.{name}', options => map("
+            f"CALL {CATALOG_NAME}.system.rewrite_data_files("
+            f"table => '{procedure_table(CATALOG_NAME, NAMESPACE, name)}', options => map("
             f"'delete-file-threshold', '1', 'remove-dangling-deletes', 'true', "
             f"'use-starting-sequence-number', 'true', 'target-file-size-bytes', '{target}'))").collect()[0].asDict()
         t1 = time.perf_counter()
         pos = self.spark.sql(
-            f"CALL {CATALOG_NAME}.system.rewrite_position_delete_files(table => '{NAMESPACE}.{name}', "
+            f"CALL {CATALOG_NAME}.system.rewrite_position_delete_files("
+            f"table => '{procedure_table(CATALOG_NAME, NAMESPACE, name)}', "
             f"options => map('rewrite-all', 'true'))").collect()[0].asDict()
         elapsed = time.perf_counter() - t0
         return {"clone": name, "seconds": round(elapsed, 2), "rewrite_data_files_s": round(t1 - t0, 2),

@@ -59,6 +59,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from lib.common import RESULTS_DIR, rss_bytes  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import register_clone  # noqa: E402
 
 NAMESPACE = "bench"
 GOALS = {"planner_s": 5.0, "ours_over_call": 1.2}
@@ -185,8 +186,7 @@ def build_table(spark: Any, catalog: Any, name: str, snapshots: int, real_commit
     t_synth = time.perf_counter() - t1
     # The build table leaves the catalog (no purge: its files are the contender's), the metadata is registered.
     spark.sql(f"DROP TABLE {cat}.{NAMESPACE}.{build}")
-    spark.sql(f"CALL {cat}.system.register_table(table => '{NAMESPACE}.{name}', "
-              f"metadata_file => '{out.as_uri()}')").collect()
+    register_clone(spark, cat, NAMESPACE, name, out.as_uri())
     return {"table": f"{NAMESPACE}.{name}", "snapshots": len(md["snapshots"]), "synthetic_snapshots": synth_count,
             "real_commits": real_commits, "metadata_file": str(out), "metadata_file_bytes": out.stat().st_size,
             "files": _count_files(_local(md["location"])), "real_commits_s": round(t_real, 2),
@@ -266,7 +266,7 @@ def run_call(spark: Any, catalog: Any, table: str, older_than_ms: int, retain_la
         timer.daemon = True
         timer.start()
     try:
-        row = spark.sql(f"CALL {catalog.name}.system.expire_snapshots(table => '{table}', "
+        row = spark.sql(f"CALL {catalog.name}.system.expire_snapshots(table => '{catalog.name}.{table}', "
                         f"older_than => TIMESTAMP '{ts}', retain_last => {int(retain_last)})").collect()[0]
     except Exception:
         if cancelled.is_set():

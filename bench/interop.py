@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.common import RESULTS_DIR, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import register_clone  # noqa: E402
 from lib.scans import full_scan  # noqa: E402
 
 CATALOG_NAME = "interop"
@@ -138,8 +139,7 @@ class SizeRun:
 
     def clone(self, label: str, metadata_file: str) -> str:
         name = f"{label}_{self.tag}"
-        self.spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
-                       f"metadata_file => '{metadata_file}')").collect()
+        register_clone(self.spark, CATALOG_NAME, NAMESPACE, name, metadata_file)
         return name
 
     def compact(self, name: str, mode: str) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lib.common import RESULTS_DIR, embedded_spark  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-from lib.contenders import drop_clone, register_clone, rotated
+from lib.contenders import drop_clone, procedure_table, register_clone, rotated
 from lib.scans import full_scan
 
 CATALOG_NAME = "readcost"
@@ -167,7 +167,8 @@ class TableRun:
     def call(self, name: str) -> None:
         options = {"rewrite-all": "true", "remove-dangling-deletes": "true", "use-starting-sequence-number": "true",
                    "target-file-size-bytes": str(self.target)}
-        self.spark.sql(f"CALL {CATALOG_NAME}.system.rewrite_data_files(table => '{NAMESPACE}.{name}', options => map("
+        self.spark.sql(f"CALL {CATALOG_NAME}.system.rewrite_data_files("
+                       f"table => '{procedure_table(CATALOG_NAME, NAMESPACE, name)}', options => map("
                        + ", ".join(f"'{k}', '{v}'" for k, v in options.items()) + "))").collect()
 
     def costs(self, name: str) -> tuple[Any, dict[Any, Any]]:

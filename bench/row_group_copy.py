@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.common import RESULTS_DIR, embedded_spark  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-from lib.contenders import drop_clone, register_clone, rotated
+from lib.contenders import drop_clone, procedure_table, register_clone, rotated
 from lib.scans import full_scan
 
 CATALOG_NAME = "rgcopy"
@@ -104,7 +104,8 @@ class TableRun:
     def call(self, name: str) -> dict[str, Any]:
         options = {"delete-file-threshold": "1", "remove-dangling-deletes": "true",
                    "use-starting-sequence-number": "true", "target-file-size-bytes": str(self.target)}
-        sql = (f"CALL {CATALOG_NAME}.system.rewrite_data_files(table => '{NAMESPACE}.{name}', options => map("
+        sql = (f"CALL {CATALOG_NAME}.system.rewrite_data_files("
+               f"table => '{procedure_table(CATALOG_NAME, NAMESPACE, name)}', options => map("
                + ", ".join(f"'{k}', '{v}'" for k, v in options.items()) + "))")
         row = self.spark.sql(sql).collect()[0].asDict()
         return {"rewritten_data_files": int(row["rewritten_data_files_count"]),

@@ -87,8 +87,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from lib.common import RESULTS_DIR, rss_bytes, summary, table_files  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
-from lib.contenders import (CATALOG_NAME, NAMESPACE, Bench, drop_clone, parquet_codec, register_clone,  # noqa: E402
-                             rotated)
+from lib.contenders import (CATALOG_NAME, NAMESPACE, Bench, drop_clone, parquet_codec, procedure_table,  # noqa: E402
+                             register_clone, rotated)
 from lib.io_stats import stage_io, stage_time  # noqa: E402
 from lib.phases import PhaseTimer, breakdown_of, median_breakdown, median_phases  # noqa: E402
 from lib.scans import full_scan  # noqa: E402
@@ -488,8 +488,7 @@ class ScaleBench(Bench):
 
     def call_sql(self, name: str, serial: bool = False) -> str:
         options = ", ".join(f"'{k}', '{v}'" for k, v in self.call_options(serial).items())
-        # Named with its catalog: a bare 'ns.t' is first tried as catalog 'ns' (a logged CatalogNotFoundException).
-        table = f"{self.catalog_name}.{NAMESPACE}.{name}"
+        table = procedure_table(self.catalog_name, NAMESPACE, name)
         return (f"CALL {self.catalog_name}.system.rewrite_data_files(table => '{table}', "
                 f"options => map({options}))")
 

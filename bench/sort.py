@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.common import RESULTS_DIR  # noqa: E402  (sets sys.path, SPARK_LOCAL_IP)
+from lib.contenders import procedure_table, register_clone  # noqa: E402
 from lib.io_stats import stage_io  # noqa: E402
 
 CATALOG_NAME = "sortbench"
@@ -177,7 +178,8 @@ def run_call(spark: Any, name: str, strategy: str, target: int) -> dict[str, Any
                "target-file-size-bytes": str(target)}
     order = SORT_COLUMN if strategy == "sort" else f"zorder({', '.join(ZORDER_COLUMNS)})"
     opts = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
-    sql = (f"CALL {CATALOG_NAME}.system.rewrite_data_files(table => '{NAMESPACE}.{name}', strategy => 'sort', "
+    sql = (f"CALL {CATALOG_NAME}.system.rewrite_data_files("
+           f"table => '{procedure_table(CATALOG_NAME, NAMESPACE, name)}', strategy => 'sort', "
            f"sort_order => '{order}', options => map({opts}))")
     t0 = time.perf_counter()
     row = spark.sql(sql).collect()[0].asDict()
@@ -291,8 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             nonlocal clones
             clones += 1
             name = f"{label}_{clones}"
-            spark.sql(f"CALL {CATALOG_NAME}.system.register_table(table => '{NAMESPACE}.{name}', "
-                      f"metadata_file => '{metadata_file}')").collect()
+            register_clone(spark, CATALOG_NAME, NAMESPACE, name, metadata_file)
             return name
 
         # Untimed warm-up of both runners (class loading, JIT) on throwaway clones.

@@ -23,10 +23,16 @@ class BenchmarkError(RuntimeError):
     pass
 
 
+def procedure_table(catalog_name: str, namespace: str, name: str) -> str:
+    """A procedure's ``table`` argument (``CALL cat.system.x(table => ...)``), named with its catalog: a bare
+    ``ns.t`` is first tried as catalog ``ns``, which logs a CatalogNotFoundException stack trace on every call."""
+    return f"{catalog_name}.{namespace}.{name}"
+
+
 def register_clone(spark: Any, catalog_name: str, namespace: str, name: str, metadata_file: str) -> None:
     """A clone of a base table: ``namespace.name`` registered from the base's metadata file (its snapshots, sequence
     numbers and files, shared)."""
-    spark.sql(f"CALL {catalog_name}.system.register_table(table => '{catalog_name}.{namespace}.{name}', "
+    spark.sql(f"CALL {catalog_name}.system.register_table(table => '{procedure_table(catalog_name, namespace, name)}', "
               f"metadata_file => '{metadata_file}')").collect()
 
 
@@ -150,8 +156,8 @@ class Bench:
 
     def call_sql(self, name: str, serial: bool = False) -> str:
         options = ", ".join(f"'{k}', '{v}'" for k, v in self.call_options(serial).items())
-        # Named with its catalog: a bare 'ns.t' is first tried as catalog 'ns' (a logged CatalogNotFoundException).
-        return (f"CALL {CATALOG_NAME}.system.rewrite_data_files(table => '{CATALOG_NAME}.{NAMESPACE}.{name}', "
+        return (f"CALL {CATALOG_NAME}.system.rewrite_data_files("
+                f"table => '{procedure_table(CATALOG_NAME, NAMESPACE, name)}', "
                 f"options => map({options}))")
 
     def run_call(self, name: str, serial: bool = False) -> tuple[float, dict[str, Any]]:
